@@ -1,0 +1,362 @@
+"""The ``skyhub`` command: a thin layer over the library.
+
+Results go to stdout (JSON for data; tables for people where ``--json`` switches to JSON),
+logs and errors to stderr in one line. Exit codes: 0 ok, 1 error, 2 usage, 3 conflict,
+4 forbidden, 5 not found. Nothing is written when a command fails.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+from datetime import datetime, timezone
+from typing import Any, NoReturn, Sequence
+
+import click
+
+from ledger import Change, LedgerError
+from ledger.actor import parse_actor
+from ledger.sql import SQLStore
+
+from .settings import Settings, load_settings
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_FORBIDDEN, EXIT_NOT_FOUND = 0, 1, 2, 3, 4, 5
+EXIT_BY_CODE = {"conflict": EXIT_CONFLICT, "forbidden": EXIT_FORBIDDEN, "not_found": EXIT_NOT_FOUND}
+
+
+def fail(code: str, reason: str, exit_code: int) -> NoReturn:
+    click.echo(f"skyhub: {code}: {' '.join(reason.split())}", err=True)
+    sys.exit(exit_code)
+
+
+class State:
+    def __init__(self, config: str | None, database_url: str | None) -> None:
+        self.config = config
+        self.database_url = database_url
+        self._settings: Settings | None = None
+        self._store: SQLStore | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            try:
+                self._settings = load_settings(self.config, database_url=self.database_url)
+            except FileNotFoundError as exc:
+                fail("config", str(exc), EXIT_USAGE)
+            except ValueError as exc:
+                fail("config", f"the settings are not valid: {exc}", EXIT_USAGE)
+        return self._settings
+
+    @property
+    def store(self) -> SQLStore:
+        if self._store is None:
+            from .app import open_app_store
+
+            self._store = open_app_store(self.settings)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+class Group(click.Group):
+    """Turns ledger errors raised by any command into one line and the documented exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LedgerError as exc:
+            fail(exc.code, exc.reason, EXIT_BY_CODE.get(exc.code, EXIT_ERROR))
+        except KeyboardInterrupt:
+            sys.exit(130)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", envvar="SKYHUB_CONFIG", type=click.Path(dir_okay=False), help="A settings file layered over config/skyhub.toml.")
+@click.option("--database-url", help="sqlite:///PATH or postgresql://USER@HOST:PORT/DB (env SKYHUB_DATABASE_URL).")
+@click.pass_context
+def main(ctx: click.Context, config: str | None, database_url: str | None) -> None:
+    """skyhub: a bot pipeline in which the database is the interface.
+
+    Example: skyhub db put --db jobs '{"type": "job", "status": "pending", "input": {"n": 1}}'
+    """
+    ctx.obj = State(config, database_url)
+    ctx.call_on_close(ctx.obj.close)
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+# ---- run / tick ------------------------------------------------------------------------
+@main.command()
+@click.pass_obj
+def run(state: State) -> None:
+    """Run the hub: the change feed, the sweep and the scheduler, until SIGTERM or Ctrl-C.
+
+    Example: skyhub run
+    """
+    from .app import build_app
+
+    configure_logging(state.settings.log_level)
+    app = build_app(state.settings)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    app.start()
+    click.echo(f"skyhub: running on {app.store!r}; stop with Ctrl-C", err=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        app.stop()
+
+
+@main.command("tick")
+@click.argument("name")
+@click.pass_obj
+def tick_cmd(state: State, name: str) -> None:
+    """Run one tick once (for plain cron and tests), recorded like a scheduled run.
+
+    Example: skyhub tick sweep
+    """
+    from .app import build_app
+
+    configure_logging(state.settings.log_level)
+    app = build_app(state.settings)
+    try:
+        outcome = app.scheduler.run(name, manual=True)
+        runs = app.store.tick_runs(name, limit=1)
+    finally:
+        app.store.close()
+    click.echo(json.dumps({"tick": name, "outcome": outcome, "error": runs[0].error if runs else None}))
+    if outcome == "error":
+        sys.exit(EXIT_ERROR)
+
+
+# ---- db --------------------------------------------------------------------------------
+@main.group()
+def db() -> None:
+    """Documents: put, get, query, history, changes, machines.
+
+    Example: skyhub db get --db jobs 4f1c...
+    """
+
+
+def _read_document(text: str) -> dict[str, Any]:
+    if text == "-":
+        text = sys.stdin.read()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail("usage", f"malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): pass one JSON object, e.g. '{{\"status\": \"pending\"}}'", EXIT_USAGE)
+    return value  # the store checks that it is an object
+
+
+def _actor(state: State, as_actor: str | None) -> str:
+    actor = as_actor or state.settings.actor
+    parse_actor(actor)
+    return actor
+
+
+db_option = click.option("--db", "dbname", required=True, metavar="NAME", help="The database, e.g. jobs.")
+as_option = click.option("--as", "as_actor", metavar="ACTOR", envvar="SKYHUB_ACTOR", help="Write as this actor (default: user:$USER).")
+json_option = click.option("--json", "as_json", is_flag=True, help="JSON output instead of a table.")
+
+
+@db.command("put")
+@db_option
+@click.option("--id", "doc_id", help="The document id (default: _id in the document, else a new one).")
+@click.option("--if-rev", help="Write only if the document is still at this revision.")
+@click.option("--create-only", is_flag=True, help="Write only if no document has this id.")
+@as_option
+@click.argument("document")
+@click.pass_obj
+def db_put(state: State, dbname: str, doc_id: str | None, if_rev: str | None, create_only: bool, as_actor: str | None, document: str) -> None:
+    """Write a document (a JSON object, or - for stdin). Prints its id and new revision.
+
+    Example: skyhub db put --db jobs '{"type": "job", "status": "pending", "input": {"n": 1}}'
+    """
+    doc = _read_document(document)
+    out = state.store.put(dbname, doc, doc_id, actor=_actor(state, as_actor), if_rev=if_rev, create_only=create_only)  # type: ignore[arg-type]
+    click.echo(json.dumps({"id": out["_id"], "rev": out["_rev"]}))
+
+
+@db.command("get")
+@db_option
+@click.argument("doc_id", metavar="ID")
+@click.pass_obj
+def db_get(state: State, dbname: str, doc_id: str) -> None:
+    """Print one document as JSON (with _id and _rev).
+
+    Example: skyhub db get --db jobs 4f1c2d...
+    """
+    click.echo(json.dumps(state.store.get(dbname, doc_id), ensure_ascii=False))
+
+
+@db.command("delete")
+@db_option
+@click.option("--if-rev", help="Delete only if the document is still at this revision.")
+@as_option
+@click.argument("doc_id", metavar="ID")
+@click.pass_obj
+def db_delete(state: State, dbname: str, if_rev: str | None, as_actor: str | None, doc_id: str) -> None:
+    """Delete a document (a tombstone revision; history keeps every earlier one).
+
+    Example: skyhub db delete --db notes --if-rev 2-ab12cd34ef56ab78 shopping
+    """
+    out = state.store.delete(dbname, doc_id, actor=_actor(state, as_actor), if_rev=if_rev)
+    click.echo(json.dumps({"id": out["_id"], "rev": out["_rev"], "deleted": True}))
+
+
+@db.command("query")
+@db_option
+@click.option("--field", required=True, help="A top-level field, e.g. status.")
+@click.option("--key", required=True, help="The value to match (a string).")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--after", help="The cursor printed by the previous page.")
+@json_option
+@click.pass_obj
+def db_query(state: State, dbname: str, field: str, key: str, limit: int, after: str | None, as_json: bool) -> None:
+    """List documents whose FIELD equals KEY, by id, a page at a time (uses an index).
+
+    Example: skyhub db query --db jobs --field status --key pending --limit 20
+    """
+    page = state.store.query(dbname, field, key, limit, after)
+    if as_json:
+        click.echo(json.dumps({"docs": page.docs, "next": page.next}, ensure_ascii=False))
+        return
+    columns = ["_id", "_rev"] + [c for c in ("type", "kind", "status", field) if any(c in d for d in page.docs)]
+    columns = list(dict.fromkeys(columns))
+    _table(columns, [[_cell(d.get(c)) for c in columns] for d in page.docs])
+    if page.next:
+        click.echo(f"more: --after {page.next}", err=True)
+
+
+@db.command("history")
+@db_option
+@click.argument("doc_id", metavar="ID")
+@json_option
+@click.pass_obj
+def db_history(state: State, dbname: str, doc_id: str, as_json: bool) -> None:
+    """Every revision of a document, with the actor that wrote it and when.
+
+    Example: skyhub db history --db jobs 4f1c2d... --json
+    """
+    changes = state.store.history(dbname, doc_id)
+    if not changes:
+        fail("not_found", f"no document {doc_id!r} in {dbname!r} has ever been written", EXIT_NOT_FOUND)
+    _print_changes(changes, as_json)
+
+
+@db.command("changes")
+@click.option("--since", type=click.IntRange(0), default=0, show_default=True, help="Start after this sequence number.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--follow", is_flag=True, help="Keep printing new changes as they commit (Ctrl-C stops).")
+@json_option
+@click.pass_obj
+def db_changes(state: State, since: int, limit: int, follow: bool, as_json: bool) -> None:
+    """The change log in commit order (JSON lines with --json).
+
+    Example: skyhub db changes --since 120 --follow --json
+    """
+    store = state.store
+    if not follow:
+        _print_changes(store.changes(since, limit), as_json, lines=True)
+        return
+    woke = threading.Event()
+    store.subscribe(lambda _change: woke.set())
+    header = True
+    try:
+        while True:
+            woke.clear()
+            batch = store.changes(since, limit)
+            if batch:
+                _print_changes(batch, as_json, lines=True, header=header)
+                header = False
+                since = batch[-1].seq
+                sys.stdout.flush()
+                continue
+            woke.wait(1.0)
+    except KeyboardInterrupt:
+        return
+
+
+@db.command("machines")
+@json_option
+@click.pass_obj
+def db_machines(state: State, as_json: bool) -> None:
+    """Print every registered machine as a Mermaid state diagram.
+
+    Example: skyhub db machines > machines.md
+    """
+    from .app import build_rules
+
+    machines = build_rules().machines
+    if as_json:
+        click.echo(json.dumps([_machine_json(m) for m in machines]))
+        return
+    for m in machines:
+        click.echo(f"%% {m.name} ({m.kind_field} = {m.kind})")
+        click.echo(m.mermaid())
+        click.echo()
+
+
+def _machine_json(m: Any) -> dict[str, Any]:
+    return {
+        "db": m.db, "field": m.kind_field, "kind": m.kind, "states": list(m.states),
+        "start": list(m.start), "terminal": sorted(m.terminal), "maxAttempts": m.max_attempts,
+        "edges": [
+            {"from": list(e.src), "to": e.dst, "by": [str(p) for p in e.by], "guards": [str(g) for g in e.guards]}
+            for e in m.edges
+        ],
+        "mermaid": m.mermaid(),
+    }
+
+
+# ---- output helpers --------------------------------------------------------------------
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    for row in rows:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+def _print_changes(changes: Sequence[Change], as_json: bool, *, lines: bool = False, header: bool = True) -> None:
+    if as_json:
+        if lines:
+            for c in changes:
+                click.echo(json.dumps(c.as_dict(), ensure_ascii=False))
+        else:
+            click.echo(json.dumps([c.as_dict() for c in changes], ensure_ascii=False))
+        return
+    rows = [
+        [str(c.seq), c.db, _cell(c.id), c.rev, c.actor, _iso(c.at), "(deleted)" if c.deleted else _cell(c.doc.get("status"))]
+        for c in changes
+    ]
+    columns = ["seq", "db", "id", "rev", "actor", "at", "status"]
+    if header:
+        _table(columns, rows)
+    else:
+        widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+        for row in rows:
+            click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())

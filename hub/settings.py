@@ -1,0 +1,90 @@
+"""One settings object: defaults in config/skyhub.toml, then a user's file (--config /
+SKYHUB_CONFIG), then SKYHUB_* environment variables (nested with __, e.g. SKYHUB_FEED__LEASE)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+from ledger import parse_interval
+
+DEFAULTS = Path(__file__).resolve().parent.parent / "config" / "skyhub.toml"
+
+
+def _seconds(value: Any) -> float:
+    return parse_interval(value)
+
+
+class FeedSettings(BaseModel):
+    lease: float = 10.0
+    batch_size: int = 10
+    handler_timeout: float = 900.0
+    max_tries: int = 5
+    backoff: float = 1.0
+
+    _to_seconds = field_validator("lease", "handler_timeout", "backoff", mode="before")(_seconds)
+
+
+class SweepSettings(BaseModel):
+    safety_interval: float = 30.0
+
+    _to_seconds = field_validator("safety_interval", mode="before")(_seconds)
+
+
+class JobsSettings(BaseModel):
+    lease: float = 30.0
+
+    _to_seconds = field_validator("lease", mode="before")(_seconds)
+
+
+def default_actor() -> str:
+    try:
+        name = getpass.getuser()
+    except Exception:  # no user database entry (containers)
+        name = "operator"
+    return f"user:{name}"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SKYHUB_", env_nested_delimiter="__", extra="ignore")
+
+    database_url: str = "sqlite:///skyhub.db"
+    actor: str = ""
+    log_level: str = "INFO"
+    feed: FeedSettings = FeedSettings()
+    sweep: SweepSettings = SweepSettings()
+    jobs: JobsSettings = JobsSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+def load_settings(config: str | None = None, **overrides: Any) -> Settings:
+    """Read the settings; ``config`` is a user's TOML file layered over the defaults."""
+    path = config or os.environ.get("SKYHUB_CONFIG")
+    files = [DEFAULTS]
+    if path:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"config file {path!r} does not exist")
+        files.append(Path(path))
+
+    class _Layered(Settings):
+        model_config = SettingsConfigDict(**{**Settings.model_config, "toml_file": files})
+
+    settings: Settings = _Layered(**{k: v for k, v in overrides.items() if v is not None})
+    if not settings.actor:
+        settings.actor = default_actor()
+    return settings

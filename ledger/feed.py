@@ -1,0 +1,300 @@
+"""The change feed: handlers subscribed to databases, driven by the change log.
+
+- Each handler has a durable cursor; delivery is at-least-once, in commit order, in batches
+  of up to ten changes leased to one consumer (so several processes share the work, and a
+  dead process's batch is taken over when its short lease runs out).
+- A handler that raises gets the *same* change again after an exponential backoff (from one
+  second); after ``max_tries`` the change goes to a dead-letter document in ``deadletters``
+  and the cursor moves on.
+- A handler that runs past its time limit counts as a failed try and is redelivered.
+- The feed wakes on commit: directly for writes in this process, by NOTIFY (PostgreSQL) or
+  ``data_version`` (SQLite) for other processes. No polling interval sits in the latency.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from .actor import handler as handler_actor
+from .actor import user
+from .clock import SYSTEM, Clock
+from .document import check_db
+from .errors import Conflict, LedgerError
+from .guards import fresh
+from .machine import Edge, Machine
+from .store import Batch, Change, Ledger, Store
+
+log = logging.getLogger(__name__)
+
+DEADLETTERS = "deadletters"
+
+
+@dataclass
+class Handler:
+    """An on_change handler: ``fn(change, ctx)`` for every committed write to ``dbs``."""
+
+    name: str
+    dbs: Sequence[str]
+    fn: Callable[[Change, "HandlerContext"], None]
+    max_tries: int = 5
+    timeout: float = 15 * 60.0
+    backoff: float = 1.0
+    group: str | None = None  # cursor key; handlers sharing one split the work between them
+
+    def __post_init__(self) -> None:
+        self.dbs = tuple(check_db(d) for d in self.dbs)
+        handler_actor(self.name)
+
+    @property
+    def actor(self) -> str:
+        return f"handler:{self.name}"
+
+    @property
+    def cursor(self) -> str:
+        return self.group or self.name
+
+
+@dataclass
+class HandlerContext:
+    db: Ledger
+    clock: Clock
+    handler: str
+    tries: int = 0  # failed deliveries of this change before this one
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("skyhub.handler"))
+
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+
+def deadletter_machine() -> Machine:
+    """Dead letters: written once by the feed, dismissed by a person when dealt with."""
+    return Machine(
+        DEADLETTERS,
+        kind="dead-letter",
+        start={"open": fresh},
+        edges=[Edge("open", "dismissed", by=user())],
+        create_by=[handler_actor()],
+    )
+
+
+class Feed:
+    """Runs handlers over the change log. ``start()`` for threads, ``drain()`` for tests."""
+
+    def __init__(
+        self,
+        store: Store,
+        handlers: Sequence[Handler],
+        *,
+        clock: Clock = SYSTEM,
+        owner: str | None = None,
+        lease_ms: int = 10_000,
+        batch_size: int = 10,
+        idle_interval: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.handlers = list(handlers)
+        self.clock = clock
+        self.owner = owner or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease_ms = lease_ms
+        self.batch_size = batch_size
+        self.idle_interval = idle_interval
+        self._stop = threading.Event()
+        self._wakes = {h.cursor: threading.Event() for h in self.handlers}
+        self._workers: dict[str, _Worker] = {}
+        self._threads: list[threading.Thread] = []
+        self._unsubscribe: Callable[[], None] | None = None
+        self.delivered = 0
+
+    # ---- lifecycle -----------------------------------------------------------------
+    def start(self) -> None:
+        self._unsubscribe = self.store.subscribe(self._on_commit)
+        for h in self.handlers:
+            t = threading.Thread(target=self._run, args=(h,), name=f"feed:{h.cursor}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        for event in self._wakes.values():
+            event.set()
+        for t in self._threads:
+            t.join(timeout)
+        if self._unsubscribe:
+            self._unsubscribe()
+
+    @property
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+    def _on_commit(self, change: Change | None) -> None:
+        for h in self.handlers:
+            if change is None or change.db in h.dbs:
+                self._wakes[h.cursor].set()
+
+    def _run(self, h: Handler) -> None:
+        wake = self._wakes[h.cursor]
+        while not self._stop.is_set():
+            wake.clear()
+            try:
+                did = self.step(h)
+            except LedgerError as exc:
+                log.warning("feed %s: %s", h.cursor, exc.reason)
+                did = False
+            except Exception:
+                log.exception("feed %s: unexpected failure", h.cursor)
+                did = False
+            if not did:
+                wake.wait(self.idle_interval)
+
+    def drain(self, max_batches: int = 10_000) -> int:
+        """Deliver everything pending to every handler, in this thread. Returns batches run."""
+        done = 0
+        progress = True
+        while progress and done < max_batches:
+            progress = False
+            for h in self.handlers:
+                if self.step(h):
+                    done += 1
+                    progress = True
+        return done
+
+    # ---- delivery ------------------------------------------------------------------
+    def step(self, h: Handler) -> bool:
+        """Claim one batch for ``h`` and deliver it. False when there was nothing to do."""
+        batch = self.store.feed_claim(h.cursor, h.dbs, self.owner, self.lease_ms, self.batch_size)
+        if batch is None:
+            return False
+        self._deliver_batch(h, batch)
+        return True
+
+    def _deliver_batch(self, h: Handler, batch: Batch) -> None:
+        lease_until = self.clock.now_ms() + self.lease_ms
+        for change in batch.changes:
+            if change.seq < batch.pos:
+                continue  # delivered before a failure recorded further on
+            tries = batch.tries if change.seq == batch.pos else 0
+            while True:
+                error, lease_until = self._deliver(h, batch, change, tries, lease_until)
+                if error is None:
+                    self.delivered += 1
+                    break
+                if error == _LOST:
+                    return
+                tries += 1
+                log.warning(
+                    "handler %s failed on %s/%s (try %d of %d): %s", h.name, change.db, change.id, tries, h.max_tries, error,
+                    extra={"handler": h.name, "db": change.db, "id": change.id, "rev": change.rev, "seq": change.seq},
+                )
+                if tries >= h.max_tries:
+                    self._dead_letter(h, change, error, tries)
+                    break
+                batch.pos, batch.tries = change.seq, tries
+                if not self.store.feed_renew(batch, self.owner, self.lease_ms):
+                    return
+                lease_until = self.clock.now_ms() + self.lease_ms
+                delay = h.backoff * 2 ** (tries - 1)
+                lease_until = self._wait(batch, delay, lease_until)
+                if lease_until is None or self._stop.is_set():
+                    if lease_until is not None:
+                        self.store.feed_renew(batch, self.owner, -1)  # hand it back at once
+                    return
+        self.store.feed_finish(batch, self.owner)
+
+    def _wait(self, batch: Batch, seconds: float, lease_until: int) -> int | None:
+        """Sleep ``seconds`` (wakes on stop) while keeping the batch's lease alive."""
+        end = time.monotonic() + seconds
+        while not self._stop.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            self._stop.wait(min(left, self.lease_ms / 3000))
+            if lease_until - self.clock.now_ms() < self.lease_ms / 2:
+                if not self.store.feed_renew(batch, self.owner, self.lease_ms):
+                    return None
+                lease_until = self.clock.now_ms() + self.lease_ms
+        return lease_until
+
+    def _deliver(self, h: Handler, batch: Batch, change: Change, tries: int, lease_until: int) -> tuple[str | None, int]:
+        ctx = HandlerContext(db=Ledger(self.store, h.actor), clock=self.clock, handler=h.name, tries=tries)
+        worker = self._workers.get(h.cursor)
+        if worker is None:
+            worker = self._workers[h.cursor] = _Worker(h.cursor)
+        future = worker.submit(h.fn, change, ctx)
+        deadline = time.monotonic() + h.timeout
+        while True:
+            wait = max(0.001, min(deadline - time.monotonic(), self.lease_ms / 3000))
+            try:
+                future.result(timeout=wait)
+                return None, lease_until
+            except FutureTimeout:
+                now = self.clock.now_ms()
+                if time.monotonic() >= deadline:
+                    worker.abandon()
+                    del self._workers[h.cursor]
+                    return f"timed out after {h.timeout:g} s", lease_until
+                if lease_until - now < self.lease_ms / 2:
+                    batch.pos, batch.tries = change.seq, tries
+                    if not self.store.feed_renew(batch, self.owner, self.lease_ms):
+                        log.warning("handler %s: lost the batch lease while a change was running", h.name)
+                        return _LOST, lease_until
+                    lease_until = now + self.lease_ms
+            except Exception as exc:  # the handler's own failure: redeliver
+                return f"{type(exc).__name__}: {exc}"[:2000], lease_until
+
+    def _dead_letter(self, h: Handler, change: Change, error: str, tries: int) -> None:
+        body = {
+            "kind": "dead-letter", "status": "open", "handler": h.name, "db": change.db,
+            "docId": change.id, "rev": change.rev, "seq": change.seq, "error": error,
+            "tries": tries, "at": self.clock.now_ms(),
+        }
+        try:
+            self.store.put(DEADLETTERS, body, f"{h.cursor}:{change.seq}", actor=h.actor, create_only=True)
+        except Conflict:
+            pass  # recorded by an earlier owner of this batch
+        log.error(
+            "handler %s gave up on %s/%s after %d tries; see %s/%s:%d", h.name, change.db, change.id, tries,
+            DEADLETTERS, h.cursor, change.seq,
+            extra={"handler": h.name, "db": change.db, "id": change.id, "seq": change.seq},
+        )
+
+
+_LOST = "\0lost"
+
+
+class _Worker:
+    """One daemon thread running a handler's calls, so a hung call can be abandoned."""
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[None], Callable[..., None], tuple[object, ...]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=f"handler:{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., None], *args: object) -> Future[None]:
+        future: Future[None] = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def abandon(self) -> None:
+        self._jobs.put(None)
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            future, fn, args = job
+            try:
+                fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the feed
+                future.set_exception(exc)
+            else:
+                future.set_result(None)

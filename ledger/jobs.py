@@ -1,0 +1,67 @@
+"""The reference jobs machine: ``pending -> running -> done``, swept home on lease expiry,
+``failed`` after three attempts. It is the smallest complete use of the engine, and the
+template every product machine follows.
+
+    doc = ledger.put("jobs", {"type": "job", "status": "pending", "input": {...}})
+    # on_change claims it (if_rev), runs work("<jobId>:<attempt>", job), finishes with its claimId
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from .actor import handler, tick
+from .errors import Conflict, Forbidden
+from .feed import Handler, HandlerContext
+from .guards import attempts_left, attempts_used_up, claim, fresh, lease_expired, renew, same_claim
+from .lease import claim as take
+from .lease import finish
+from .machine import Edge, Machine
+from .store import Change, Doc
+
+log = logging.getLogger(__name__)
+
+JOBS = Machine(
+    "jobs",
+    type="job",
+    start={"pending": fresh},
+    edges=[
+        Edge("pending", "running", by=handler("on_change"), guards=[claim]),
+        Edge("running", "running", by=handler("on_change"), guards=[renew]),
+        Edge("running", "done", by=handler("on_change"), guards=[same_claim]),
+        Edge("running", "pending", by=tick("sweep"), guards=[lease_expired, attempts_left]),
+        Edge("running", "failed", by=tick("sweep"), guards=[lease_expired, attempts_used_up]),
+        Edge("pending", "failed", by=tick("sweep"), guards=[attempts_used_up]),
+    ],
+    fixed=["input"],
+    max_attempts=3,
+)
+
+Work = Callable[[str, Doc, HandlerContext], Any]
+"""``work(key, job, ctx) -> result``: ``key`` is ``"<jobId>:<attempt>"``, stable per attempt,
+for idempotent side effects. The result (JSON) is stored on the done job."""
+
+
+def noop(key: str, job: Doc, ctx: HandlerContext) -> Any:
+    return {"key": key}
+
+
+def jobs_handler(work: Work = noop, *, lease_ms: int = 30_000, name: str = "on_change", **options: Any) -> Handler:
+    """The on_change handler for ``jobs``: claim pending jobs, do the work, finish."""
+
+    def on_change(change: Change, ctx: HandlerContext) -> None:
+        doc = change.doc
+        if change.deleted or doc.get("type") != "job" or doc.get("status") != "pending":
+            return  # our own writes (running, done) and the sweep's end here: chains stop
+        try:
+            held = take(ctx.db, "jobs", doc, "running", lease_ms, ctx.now())
+        except Conflict:
+            return  # stale event, or another worker won the claim
+        except Forbidden as exc:
+            log.info("jobs: not claiming %s: %s", doc["_id"], exc.reason)
+            return
+        result = work(f"{held['_id']}:{held['attempts']}", held, ctx)
+        finish(ctx.db, "jobs", held, "done", result=result)
+
+    return Handler(name, ["jobs"], on_change, **options)

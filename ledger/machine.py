@@ -1,0 +1,264 @@
+"""Machines as data: states, start states, edges with actors and guards, fixed fields.
+
+A machine governs the documents of one kind in one database (``type: "job"`` in ``jobs``).
+It is checked when declared (``InvalidMachine``), checked on every write in the write's
+transaction (``Forbidden`` with a readable reason), and renders itself as Mermaid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from .actor import ADMIN, ActorPattern, user
+from .document import check_db, check_field
+from .errors import Forbidden, LedgerError
+from .guards import Guard, GuardContext
+
+Doc = dict[str, Any]
+
+
+class InvalidMachine(LedgerError):
+    """A machine declaration is wrong (unreachable state, edge without actor, ...)."""
+
+    code = "invalid_machine"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Documents in one of ``src`` may move to ``dst`` when written by ``by`` and every guard holds."""
+
+    src: tuple[str, ...]
+    dst: str
+    by: tuple[ActorPattern, ...]
+    guards: tuple[Guard, ...] = ()
+
+    def __init__(
+        self,
+        src: str | Sequence[str],
+        dst: str,
+        by: ActorPattern | Sequence[ActorPattern],
+        guards: Sequence[Guard] = (),
+    ) -> None:
+        object.__setattr__(self, "src", (src,) if isinstance(src, str) else tuple(src))
+        object.__setattr__(self, "dst", dst)
+        object.__setattr__(self, "by", (by,) if isinstance(by, ActorPattern) else tuple(by))
+        object.__setattr__(self, "guards", tuple(guards))
+
+    def allows(self, actor: str) -> bool:
+        return any(p.matches(actor) for p in self.by)
+
+
+@dataclass
+class Machine:
+    db: str
+    kind_field: str
+    kind: str
+    start: dict[str, Guard | None]
+    edges: list[Edge]
+    fixed: tuple[str, ...] = ()
+    terminal: frozenset[str] = frozenset()
+    max_attempts: int = 3
+    create_by: tuple[ActorPattern, ...] | None = None
+    states: tuple[str, ...] = field(default=())
+
+    def __init__(
+        self,
+        db: str,
+        *,
+        type: str | None = None,  # noqa: A002 - mirrors the document field
+        kind: str | None = None,
+        start: Mapping[str, Guard | None] | Iterable[str],
+        edges: Sequence[Edge],
+        fixed: Sequence[str] = (),
+        terminal: Iterable[str] | None = None,
+        max_attempts: int = 3,
+        create_by: Sequence[ActorPattern] | None = None,
+    ) -> None:
+        check_db(db)
+        if (type is None) == (kind is None):
+            raise InvalidMachine(f"machine for {db!r}: give exactly one of type= or kind=")
+        self.db = db
+        self.kind_field = "type" if type is not None else "kind"
+        self.kind = type if type is not None else kind  # type: ignore[assignment]
+        self.start = dict(start) if isinstance(start, Mapping) else {s: None for s in start}
+        self.edges = list(edges)
+        self.fixed = tuple(check_field(f) for f in fixed)
+        self.max_attempts = max_attempts
+        self.create_by = tuple(create_by) if create_by is not None else None
+        seen: list[str] = list(self.start)
+        for edge in self.edges:
+            for s in (*edge.src, edge.dst):
+                if s not in seen:
+                    seen.append(s)
+        self.states = tuple(seen)
+        exits = {s for e in self.edges for s in e.src if s != e.dst}
+        self.terminal = frozenset(terminal) if terminal is not None else frozenset(set(seen) - exits)
+        self._validate()
+
+    @property
+    def name(self) -> str:
+        return f"{self.db}/{self.kind}"
+
+    def _validate(self) -> None:
+        where = f"machine {self.name}"
+        if not self.start:
+            raise InvalidMachine(f"{where}: needs at least one start state")
+        for edge in self.edges:
+            if not edge.by:
+                raise InvalidMachine(f"{where}: edge {'|'.join(edge.src)} -> {edge.dst} has no actor")
+            for g in edge.guards:
+                if not isinstance(g, Guard):
+                    raise InvalidMachine(f"{where}: guard {g!r} on {edge.dst} is not a Guard")
+        for state in self.terminal:
+            if state not in self.states:
+                raise InvalidMachine(f"{where}: terminal state {state!r} is not a state")
+            out = [e for e in self.edges if state in e.src]
+            if out:
+                raise InvalidMachine(
+                    f"{where}: terminal state {state!r} has an exit to {out[0].dst!r}; terminals have no exits"
+                )
+        reached = set(self.start)
+        grew = True
+        while grew:
+            grew = False
+            for edge in self.edges:
+                if edge.dst not in reached and any(s in reached for s in edge.src):
+                    reached.add(edge.dst)
+                    grew = True
+        unreachable = [s for s in self.states if s not in reached]
+        if unreachable:
+            raise InvalidMachine(f"{where}: state(s) {', '.join(unreachable)} cannot be reached from a start state")
+
+    def governs(self, doc: Doc | None) -> bool:
+        return doc is not None and doc.get(self.kind_field) == self.kind
+
+    def check(self, old: Doc | None, new: Doc | None, actor: str, now_ms: int) -> None:
+        """Raise Forbidden unless ``actor`` may move the document from ``old`` to ``new``.
+
+        ``old`` is the head body (None for a new document), ``new`` None for a delete.
+        """
+        noun = self.kind
+        ctx = GuardContext(actor=actor, now_ms=now_ms, max_attempts=self.max_attempts, noun=noun)
+        is_admin = actor == "admin"
+        if new is None:
+            if not is_admin:
+                raise Forbidden(f"only admin may delete a {noun}; {actor} may not")
+            return
+        if new.get(self.kind_field) != self.kind:
+            raise Forbidden(f"a {noun}'s {self.kind_field} cannot change")
+        status = new.get("status")
+        if not isinstance(status, str) or status not in self.states:
+            raise Forbidden(
+                f"status {status!r} is not a state of {self.name}; states: {', '.join(self.states)}"
+            )
+        if is_admin:
+            return
+        if old is None:
+            if status not in self.start:
+                raise Forbidden(f"a new {noun} must start in {' or '.join(self.start)}, not {status}")
+            if self.create_by is not None and not any(p.matches(actor) for p in self.create_by):
+                raise Forbidden(f"{actor} may not create a {noun}")
+            validator = self.start[status]
+            refused = validator(None, new, ctx) if validator else None
+            if refused:
+                raise Forbidden(refused)
+            return
+        for name in self.fixed:
+            if old.get(name) != new.get(name):
+                raise Forbidden(f"field {name!r} of a {noun} is fixed and cannot change")
+        before = old.get("status")
+        candidates = [e for e in self.edges if before in e.src and e.dst == status]
+        if not candidates:
+            raise Forbidden(f"no transition {before} -> {status} for a {noun}")
+        allowed = [e for e in candidates if e.allows(actor)]
+        if not allowed:
+            who = ", ".join(sorted({str(p) for e in candidates for p in e.by}))
+            raise Forbidden(f"{actor} may not move a {noun} from {before} to {status} (only {who})")
+        reasons = []
+        for edge in allowed:
+            refused = next((r for g in edge.guards if (r := g(old, new, ctx))), None)
+            if refused is None:
+                return
+            reasons.append(refused)
+        raise Forbidden(reasons[0])
+
+    def mermaid(self) -> str:
+        lines = ["stateDiagram-v2"]
+        for state in self.states:
+            if _sid(state) != state:
+                lines.append(f'    state "{state}" as {_sid(state)}')
+        for state in self.start:
+            lines.append(f"    [*] --> {_sid(state)}")
+        for edge in self.edges:
+            who = ", ".join(str(p) for p in edge.by)
+            guards = f" [{', '.join(str(g) for g in edge.guards)}]" if edge.guards else ""
+            for src in edge.src:
+                lines.append(f"    {_sid(src)} --> {_sid(edge.dst)}: {who}{guards}")
+        for state in self.states:
+            if state in self.terminal:
+                lines.append(f"    {_sid(state)} --> [*]")
+        return "\n".join(lines)
+
+
+def _sid(state: str) -> str:
+    """Mermaid ids cannot hold '-': ``pending-build`` is drawn as an alias."""
+    return state.replace("-", "_")
+
+
+@dataclass
+class DbPolicy:
+    """Who may write free-form documents (no machine governs them) and who may write blind."""
+
+    free: tuple[ActorPattern, ...] = (user(), ADMIN)
+    blind: tuple[ActorPattern, ...] = (user(), ADMIN)
+
+
+class Rules:
+    """Every machine and database policy the store enforces."""
+
+    def __init__(self, machines: Iterable[Machine] = ()) -> None:
+        self._machines: dict[str, list[Machine]] = {}
+        self._policies: dict[str, DbPolicy] = {}
+        for m in machines:
+            self.declare(m)
+
+    def declare(self, machine: Machine) -> Machine:
+        same = [m for m in self._machines.get(machine.db, []) if m.kind_field == machine.kind_field and m.kind == machine.kind]
+        if same:
+            raise InvalidMachine(f"machine {machine.name} is declared twice")
+        self._machines.setdefault(machine.db, []).append(machine)
+        return machine
+
+    def allow(self, db: str, *, free: Sequence[ActorPattern] | None = None, blind: Sequence[ActorPattern] | None = None) -> None:
+        """Widen or narrow who may write free-form and blind in ``db``."""
+        current = self._policies.get(check_db(db), DbPolicy())
+        self._policies[db] = DbPolicy(
+            free=tuple(free) if free is not None else current.free,
+            blind=tuple(blind) if blind is not None else current.blind,
+        )
+
+    @property
+    def machines(self) -> list[Machine]:
+        return [m for ms in self._machines.values() for m in ms]
+
+    def machine_for(self, db: str, *docs: Doc | None) -> Machine | None:
+        for m in self._machines.get(db, ()):
+            if any(m.governs(d) for d in docs):
+                return m
+        return None
+
+    def check(self, db: str, old: Doc | None, new: Doc | None, actor: str, now_ms: int, *, blind: bool) -> None:
+        policy = self._policies.get(db, DbPolicy())
+        if blind and old is not None and not any(p.matches(actor) for p in policy.blind):
+            raise Forbidden(
+                f"{actor} may not overwrite in {db!r} without a revision: read the document and pass its _rev (if_rev)"
+            )
+        machine = self.machine_for(db, old, new)
+        if machine is not None:
+            if old is not None and not machine.governs(old) and actor != "admin":
+                raise Forbidden(f"a document in {db!r} cannot become a {machine.kind}")
+            machine.check(old if machine.governs(old) else None, new, actor, now_ms)
+            return
+        if not any(p.matches(actor) for p in policy.free):
+            raise Forbidden(f"{actor} may not write this document in {db!r}: no machine there allows it")

@@ -1,0 +1,154 @@
+"""Scheduled ticks: APScheduler 3.x interval jobs, each run recorded once per
+(tick, scheduled time) in the store so that two processes never run the same instance.
+
+Every process aligns its schedule to the epoch, so all processes agree on the scheduled
+times; whichever records a run first does it, the others skip it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+from .actor import tick as tick_actor
+from .clock import SYSTEM, Clock
+from .errors import Invalid, LedgerError
+from .store import Ledger, Store
+
+log = logging.getLogger(__name__)
+
+_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+
+
+def parse_interval(text: str | float) -> float:
+    """``"5s"``, ``"30s"``, ``"1m"``, ``"250ms"`` (or seconds as a number) -> seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        match = _INTERVAL.match(str(text))
+        if not match:
+            raise Invalid(f"interval {text!r} is not valid: use a number with ms, s, m or h, like '30s' or '1m'")
+        seconds = float(match.group(1)) * _UNIT[match.group(2)]
+    if seconds <= 0:
+        raise Invalid(f"interval {text!r} must be positive")
+    return seconds
+
+
+@dataclass(frozen=True)
+class TickEvent:
+    name: str
+    scheduled_time: datetime
+    manual: bool = False
+
+    @property
+    def scheduled_ms(self) -> int:
+        return int(self.scheduled_time.timestamp() * 1000)
+
+
+@dataclass
+class TickContext:
+    db: Ledger
+    clock: Clock
+    log: logging.Logger
+    vault: Any = None
+    http: Any = None
+
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+
+@dataclass
+class Tick:
+    name: str
+    every: str | float
+    fn: Callable[[TickEvent, TickContext], Any]
+    seconds: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        tick_actor(self.name)
+        self.seconds = parse_interval(self.every)
+
+    @property
+    def actor(self) -> str:
+        return f"tick:{self.name}"
+
+
+class Scheduler:
+    def __init__(self, store: Store, ticks: Sequence[Tick], *, clock: Clock = SYSTEM, owner: str | None = None) -> None:
+        self.store = store
+        self.ticks = {t.name: t for t in ticks}
+        self.clock = clock
+        self.owner = owner or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._scheduler: Any = None
+
+    def context(self, t: Tick) -> TickContext:
+        return TickContext(db=Ledger(self.store, t.actor), clock=self.clock, log=logging.getLogger(f"skyhub.tick.{t.name}"))
+
+    def scheduled_time(self, t: Tick, now_ms: int | None = None) -> datetime:
+        """The latest epoch-aligned slot at or before now: the same in every process."""
+        now = (now_ms if now_ms is not None else self.clock.now_ms()) / 1000
+        base = EPOCH.timestamp()
+        slot = base + ((now - base) // t.seconds) * t.seconds
+        return datetime.fromtimestamp(round(slot, 3), tz=timezone.utc)
+
+    def run(self, name: str, scheduled_time: datetime | None = None, *, manual: bool = False) -> str:
+        """Run one instance of tick ``name`` unless another process already has.
+
+        Returns ``"ok"``, ``"error"`` or ``"skipped"`` (the instance was already recorded).
+        """
+        t = self.ticks.get(name)
+        if t is None:
+            known = ", ".join(sorted(self.ticks)) or "none"
+            raise Invalid(f"no tick named {name!r}; known ticks: {known}")
+        if scheduled_time is None:
+            scheduled_time = (
+                datetime.fromtimestamp(self.clock.now_ms() / 1000, tz=timezone.utc) if manual else self.scheduled_time(t)
+            )
+        event = TickEvent(name, scheduled_time, manual)
+        if not self.store.claim_tick_run(name, event.scheduled_ms, self.owner):
+            log.debug("tick %s at %s already run elsewhere", name, scheduled_time.isoformat())
+            return "skipped"
+        try:
+            t.fn(event, self.context(t))
+        except Exception as exc:
+            reason = exc.reason if isinstance(exc, LedgerError) else f"{type(exc).__name__}: {exc}"
+            log.warning("tick %s failed: %s", name, reason, exc_info=not isinstance(exc, LedgerError))
+            self.store.finish_tick_run(name, event.scheduled_ms, "error", reason[:2000])
+            return "error"
+        self.store.finish_tick_run(name, event.scheduled_ms, "ok")
+        return "ok"
+
+    def start(self) -> None:
+        from apscheduler.schedulers.background import BackgroundScheduler
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        self._scheduler = BackgroundScheduler(timezone=timezone.utc)
+        for t in self.ticks.values():
+            self._scheduler.add_job(
+                self._fire, IntervalTrigger(seconds=t.seconds, start_date=EPOCH, timezone=timezone.utc),
+                args=[t.name], id=t.name, name=t.actor, max_instances=1, coalesce=True,
+                misfire_grace_time=max(1, int(t.seconds)),
+            )
+        self._scheduler.start()
+
+    def _fire(self, name: str) -> None:
+        try:
+            self.run(name)
+        except LedgerError as exc:  # the store itself failed: log, next slot tries again
+            log.warning("tick %s could not run: %s", name, exc.reason)
+
+    def stop(self, wait: bool = True) -> None:
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=wait)
+            self._scheduler = None
+
+    @property
+    def running(self) -> bool:
+        return self._scheduler is not None and self._scheduler.running

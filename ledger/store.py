@@ -1,0 +1,152 @@
+"""The store interface every backend implements, and the actor-bound view of it.
+
+A backend provides documents with revisions, conditional writes checked against the
+machines (``Rules``) in the write's transaction, an audit history, the change log, and the
+small amount of bookkeeping the change feed and the scheduler need (cursors, batch leases,
+tick runs). Everything above the backend sees plain dict documents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Protocol, Sequence
+
+Doc = dict[str, Any]
+Listener = Callable[["Change | None"], None]
+"""Called after a commit: with the change for writes made by this process, ``None`` for a
+wake-up from another process (PostgreSQL NOTIFY, SQLite data_version)."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One committed write, as the feed and ``history`` see it."""
+
+    seq: int
+    db: str
+    id: str
+    rev: str
+    doc: Doc  # the body with _id, _rev (and _deleted) at this revision
+    deleted: bool
+    actor: str
+    at: int  # epoch ms
+
+    def as_dict(self) -> Doc:
+        return {
+            "seq": self.seq, "db": self.db, "id": self.id, "rev": self.rev,
+            "deleted": self.deleted, "actor": self.actor, "at": self.at, "doc": self.doc,
+        }
+
+
+@dataclass(frozen=True)
+class Page:
+    docs: list[Doc]
+    next: str | None  # pass as ``after`` for the next page; None at the end
+
+
+@dataclass
+class Batch:
+    """A range of the change log leased to one feed consumer: changes in (after, upto]."""
+
+    handler: str
+    after: int
+    upto: int
+    changes: list[Change]
+    tries: int = 0  # failed deliveries so far of the change at ``pos``
+    pos: int = 0
+
+
+@dataclass(frozen=True)
+class TickRun:
+    tick: str
+    scheduled_at: int
+    owner: str
+    started_at: int
+    finished_at: int | None
+    outcome: str | None  # "ok" | "error" | None while running
+    error: str | None = None
+
+
+@dataclass
+class FeedPosition:
+    handler: str
+    done: int
+    claimed: int
+    leases: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Store(Protocol):
+    """A backend. Writes take the acting actor explicitly; use ``Ledger`` to bind one."""
+
+    url: str
+
+    def get(self, db: str, id: str) -> Doc: ...
+
+    def put(
+        self, db: str, doc: Doc, id: str | None = None, *, actor: str,
+        if_rev: str | None = None, create_only: bool = False,
+    ) -> Doc: ...
+
+    def delete(self, db: str, id: str, *, actor: str, if_rev: str | None = None) -> Doc: ...
+
+    def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page: ...
+
+    def history(self, db: str, id: str) -> list[Change]: ...
+
+    def changes(self, since: int = 0, limit: int = 100, dbs: Sequence[str] | None = None) -> list[Change]: ...
+
+    def head_seq(self) -> int: ...
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]: ...
+
+    # feed bookkeeping
+    def feed_claim(self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10) -> Batch | None: ...
+
+    def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool: ...
+
+    def feed_finish(self, batch: Batch, owner: str) -> bool: ...
+
+    def feed_position(self, handler: str) -> FeedPosition: ...
+
+    # scheduler bookkeeping
+    def claim_tick_run(self, tick: str, scheduled_at: int, owner: str) -> bool: ...
+
+    def finish_tick_run(self, tick: str, scheduled_at: int, outcome: str, error: str | None = None) -> None: ...
+
+    def tick_runs(self, tick: str | None = None, limit: int = 20) -> list[TickRun]: ...
+
+    def close(self) -> None: ...
+
+
+class Ledger:
+    """A store bound to one actor: what ticks and handlers get as ``ctx.db``."""
+
+    def __init__(self, store: Store, actor: str) -> None:
+        self.store = store
+        self.actor = actor
+
+    def get(self, db: str, id: str) -> Doc:
+        return self.store.get(db, id)
+
+    def put(self, db: str, doc: Doc, id: str | None = None, *, if_rev: str | None = None, create_only: bool = False) -> Doc:
+        return self.store.put(db, doc, id, actor=self.actor, if_rev=if_rev, create_only=create_only)
+
+    def delete(self, db: str, id: str, *, if_rev: str | None = None) -> Doc:
+        return self.store.delete(db, id, actor=self.actor, if_rev=if_rev)
+
+    def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:
+        return self.store.query(db, field, key, limit, after)
+
+    def query_all(self, db: str, field: str, key: Any, page_size: int = 200) -> Iterator[Doc]:
+        after = None
+        while True:
+            page = self.store.query(db, field, key, page_size, after)
+            yield from page.docs
+            if page.next is None:
+                return
+            after = page.next
+
+    def history(self, db: str, id: str) -> list[Change]:
+        return self.store.history(db, id)
+
+    def __repr__(self) -> str:
+        return f"Ledger({self.store.url!r}, actor={self.actor!r})"

@@ -1,0 +1,70 @@
+"""Shared fixtures. Backends are real: a SQLite file in a temporary folder, and a fresh schema
+in the PostgreSQL named by SKYHUB_TEST_PG_URL (started by ./dev test). PostgreSQL being
+unreachable is a failure, never a skip."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Callable, Iterator
+
+import psycopg
+import pytest
+
+from ledger import SYSTEM, Clock, Rules, deadletter_machine, open_store
+from ledger.jobs import JOBS
+from ledger.sql import SQLStore
+
+PG_URL = os.environ.get("SKYHUB_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+BACKENDS = ["sqlite", "postgres"]
+
+
+def pg_schema_url(schema: str) -> str:
+    sep = "&" if "?" in PG_URL else "?"
+    return f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a new, empty schema (dropped afterwards)."""
+    schema = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    yield pg_schema_url(schema)
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_url(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/skyhub.db"
+    else:
+        yield request.getfixturevalue("pg_url")
+
+
+def default_rules() -> Rules:
+    return Rules([JOBS, deadletter_machine()])
+
+
+StoreFactory = Callable[..., SQLStore]
+
+
+@pytest.fixture
+def make_store(backend_url: str) -> Iterator[StoreFactory]:
+    """Open stores on the test's backend: ``make_store(rules=..., clock=...)``."""
+    opened: list[SQLStore] = []
+
+    def factory(rules: Rules | None = None, clock: Clock = SYSTEM) -> SQLStore:
+        store = open_store(backend_url, rules if rules is not None else default_rules(), clock)
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(make_store: StoreFactory) -> SQLStore:
+    return make_store()
