@@ -1,0 +1,74 @@
+"""Generated parts of the README (the state machine diagrams and the CLI reference), so the
+docs cannot drift from the code. ``python -m hub.docs`` rewrites them; a test fails when
+they are stale."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from .app import build_rules
+from .cli import main as cli_main
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def machines_section() -> str:
+    parts = []
+    for m in build_rules().machines:
+        counted = any(g.name.startswith(("claim", "attempts")) for e in m.edges for g in e.guards)
+        limit = f" (at most {m.max_attempts} attempts)" if counted else ""
+        parts.append(f"**{m.db}** documents with `{m.kind_field}: \"{m.kind}\"`{limit}:\n")
+        parts.append("```mermaid\n" + m.mermaid() + "\n```\n")
+    return "\n".join(parts)
+
+
+def commands(group: click.Group = cli_main, prefix: str = "skyhub") -> list[tuple[str, click.Command]]:
+    out: list[tuple[str, click.Command]] = []
+    for name in sorted(group.commands):
+        cmd = group.commands[name]
+        path = f"{prefix} {name}"
+        if isinstance(cmd, click.Group):
+            out += commands(cmd, path)
+        else:
+            out.append((path, cmd))
+    return out
+
+
+def example(cmd: click.Command) -> str | None:
+    for line in (cmd.help or "").splitlines():
+        if line.strip().startswith("Example:"):
+            return line.split("Example:", 1)[1].strip()
+    return None
+
+
+def cli_section() -> str:
+    rows = ["| command | what it does | example |", "| --- | --- | --- |"]
+    for path, cmd in commands():
+        summary = (cmd.help or "").strip().splitlines()[0]
+        rows.append(f"| `{path}` | {summary} | `{example(cmd) or ''}` |".replace("|`", "| `"))
+    return "\n".join(rows) + "\n"
+
+
+SECTIONS = {"machines": machines_section, "cli": cli_section}
+
+
+def render(text: str) -> str:
+    for name, make in SECTIONS.items():
+        pattern = re.compile(rf"(<!-- BEGIN {name} -->\n)(.*?)(<!-- END {name} -->)", re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"README.md has no <!-- BEGIN {name} --> ... <!-- END {name} --> block")
+        text = pattern.sub(lambda m: m.group(1) + make() + m.group(3), text)
+    return text
+
+
+if __name__ == "__main__":
+    current = README.read_text()
+    fresh = render(current)
+    if "--check" in sys.argv:
+        sys.exit(0 if fresh == current else 1)
+    README.write_text(fresh)
+    print("README.md regenerated")

@@ -1,0 +1,45 @@
+"""Docs that cannot drift: generated README sections, examples in every command's help, and
+the two-command quickstart that CI runs."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+
+from hub import docs
+from hub.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_generated_sections_are_fresh():
+    text = docs.README.read_text()
+    assert docs.render(text) == text, "README.md is stale: run `.venv/bin/python -m hub.docs`"
+
+
+@pytest.mark.parametrize("path,cmd", docs.commands(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_command_has_an_example_that_parses(path, cmd):
+    example = docs.example(cmd)
+    assert example, f"{path} has no Example: in its help"
+    words = shlex.split(example.split(" > ")[0])
+    assert " ".join(words[: len(path.split())]) == path
+    found: click.Command = main
+    rest = words[1:]
+    while isinstance(found, click.Group):
+        found, rest = found.commands[rest[0]], rest[1:]
+    assert found is cmd
+    found.make_context(path, rest)  # the options and arguments parse
+
+
+def test_the_quickstart_has_two_commands_and_ci_runs_the_test_one():
+    readme = (ROOT / "README.md").read_text()
+    quickstart = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", quickstart, re.S)
+    commands = [line.strip() for b in blocks for line in b.splitlines() if line.strip()]
+    assert commands == ["./dev run", "./dev test"]
+    ci = [l.strip() for l in (ROOT / ".ci" / "run").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    assert "./dev test" in ci
