@@ -12,8 +12,9 @@ import logging
 import signal
 import sys
 import threading
-from datetime import datetime, timezone
-from typing import Any, NoReturn, Sequence
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, NoReturn
 
 import click
 
@@ -324,7 +325,7 @@ def _machine_json(m: Any) -> dict[str, Any]:
 
 # ---- output helpers --------------------------------------------------------------------
 def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
 
 
 def _cell(value: Any) -> str:

@@ -19,10 +19,10 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from .actor import handler as handler_actor
 from .actor import user
@@ -44,7 +44,7 @@ class Handler:
 
     name: str
     dbs: Sequence[str]
-    fn: Callable[[Change, "HandlerContext"], None]
+    fn: Callable[[Change, HandlerContext], None]
     max_tries: int = 5
     timeout: float = 15 * 60.0
     backoff: float = 1.0
@@ -200,13 +200,14 @@ class Feed:
                 batch.pos, batch.tries = change.seq, tries
                 if not self.store.feed_renew(batch, self.owner, self.lease_ms):
                     return
-                lease_until = self.clock.now_ms() + self.lease_ms
                 delay = h.backoff * 2 ** (tries - 1)
-                lease_until = self._wait(batch, delay, lease_until)
-                if lease_until is None or self._stop.is_set():
-                    if lease_until is not None:
-                        self.store.feed_renew(batch, self.owner, -1)  # hand it back at once
+                renewed = self._wait(batch, delay, self.clock.now_ms() + self.lease_ms)
+                if renewed is None:
+                    return  # lost the lease: another consumer has the batch now
+                if self._stop.is_set():
+                    self.store.feed_renew(batch, self.owner, -1)  # hand it back at once
                     return
+                lease_until = renewed
         self.store.feed_finish(batch, self.owner)
 
     def _wait(self, batch: Batch, seconds: float, lease_until: int) -> int | None:

@@ -4,8 +4,9 @@ not (it becomes the ``Forbidden`` reason)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 Doc = dict[str, Any]
 

@@ -9,7 +9,8 @@ template every product machine follows.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .actor import handler, tick
 from .errors import Conflict, Forbidden

@@ -17,7 +17,8 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .clock import SYSTEM, Clock
 from .errors import Conflict, Forbidden, LedgerError

@@ -7,8 +7,9 @@ transaction (``Forbidden`` with a readable reason), and renders itself as Mermai
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from .actor import ADMIN, ActorPattern, user
 from .document import check_db, check_field

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import psycopg
 
@@ -195,7 +196,7 @@ class _Cursor:
         self._cur = cur
         self._local = local
 
-    def execute(self, sql: str, args: Any = ()) -> "_Cursor":
+    def execute(self, sql: str, args: Any = ()) -> _Cursor:
         try:
             self._cur.execute(sql, args, prepare=True)
         except psycopg.Error as exc:

@@ -11,9 +11,10 @@ import logging
 import os
 import re
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from .actor import tick as tick_actor
 from .clock import SYSTEM, Clock
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 _INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def parse_interval(text: str | float) -> float:
@@ -96,7 +97,7 @@ class Scheduler:
         now = (now_ms if now_ms is not None else self.clock.now_ms()) / 1000
         base = EPOCH.timestamp()
         slot = base + ((now - base) // t.seconds) * t.seconds
-        return datetime.fromtimestamp(round(slot, 3), tz=timezone.utc)
+        return datetime.fromtimestamp(round(slot, 3), tz=UTC)
 
     def run(self, name: str, scheduled_time: datetime | None = None, *, manual: bool = False) -> str:
         """Run one instance of tick ``name`` unless another process already has.
@@ -109,7 +110,7 @@ class Scheduler:
             raise Invalid(f"no tick named {name!r}; known ticks: {known}")
         if scheduled_time is None:
             scheduled_time = (
-                datetime.fromtimestamp(self.clock.now_ms() / 1000, tz=timezone.utc) if manual else self.scheduled_time(t)
+                datetime.fromtimestamp(self.clock.now_ms() / 1000, tz=UTC) if manual else self.scheduled_time(t)
             )
         event = TickEvent(name, scheduled_time, manual)
         if not self.store.claim_tick_run(name, event.scheduled_ms, self.owner):
@@ -129,10 +130,10 @@ class Scheduler:
         from apscheduler.schedulers.background import BackgroundScheduler
         from apscheduler.triggers.interval import IntervalTrigger
 
-        self._scheduler = BackgroundScheduler(timezone=timezone.utc)
+        self._scheduler = BackgroundScheduler(timezone=UTC)
         for t in self.ticks.values():
             self._scheduler.add_job(
-                self._fire, IntervalTrigger(seconds=t.seconds, start_date=EPOCH, timezone=timezone.utc),
+                self._fire, IntervalTrigger(seconds=t.seconds, start_date=EPOCH, timezone=UTC),
                 args=[t.name], id=t.name, name=t.actor, max_instances=1, coalesce=True,
                 misfire_grace_time=max(1, int(t.seconds)),
             )

@@ -12,8 +12,9 @@ import json
 import logging
 import threading
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from .actor import parse_actor
 from .clock import SYSTEM, Clock
@@ -75,6 +76,9 @@ class SQLStore:
         raise NotImplementedError
 
     def _ensure_index(self, field: str) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def close(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _start_wakeups(self) -> None:

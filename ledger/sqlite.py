@@ -11,8 +11,9 @@ import logging
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from .clock import SYSTEM, Clock
 from .errors import BackendError, LedgerError
@@ -179,7 +180,7 @@ class _Cursor:
     def __init__(self, cur: sqlite3.Cursor) -> None:
         self._cur = cur
 
-    def execute(self, sql: str, args: Any = ()) -> "_Cursor":
+    def execute(self, sql: str, args: Any = ()) -> _Cursor:
         try:
             self._cur.execute(sql, args)
         except sqlite3.IntegrityError as exc:

@@ -8,8 +8,9 @@ tick runs). Everything above the backend sees plain dict documents.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 Doc = dict[str, Any]
 Listener = Callable[["Change | None"], None]

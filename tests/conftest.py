@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest

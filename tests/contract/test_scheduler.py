@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -79,7 +79,7 @@ def test_apscheduler_runs_ticks_and_two_schedulers_share_the_slots(make_store):
     slots = [t for _, t in runs]
     assert len(slots) >= 3, runs
     assert len(slots) == len(set(slots)), "a slot ran twice"
-    assert all(t.tzinfo == timezone.utc for t in slots)
+    assert all(t.tzinfo == UTC for t in slots)
     recorded = schedulers[0].store.tick_runs("beat", limit=100)
     assert len(recorded) == len(slots)
     assert {r.outcome for r in recorded} == {"ok"}

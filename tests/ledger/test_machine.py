@@ -5,8 +5,21 @@ from __future__ import annotations
 import pytest
 
 from ledger import (
-    ADMIN, Edge, Forbidden, InvalidMachine, Machine, Rules, attempts_left, claim, device, fresh, handler,
-    lease_expired, same_claim, tick, user,
+    ADMIN,
+    Edge,
+    Forbidden,
+    InvalidMachine,
+    Machine,
+    Rules,
+    attempts_left,
+    claim,
+    device,
+    fresh,
+    handler,
+    lease_expired,
+    same_claim,
+    tick,
+    user,
 )
 from ledger.jobs import JOBS
 
