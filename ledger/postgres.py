@@ -37,7 +37,6 @@ MIGRATIONS: list[list[str]] = [
             seq BIGSERIAL PRIMARY KEY, db TEXT NOT NULL, id TEXT NOT NULL, rev TEXT NOT NULL,
             body TEXT NOT NULL, deleted SMALLINT NOT NULL, actor TEXT NOT NULL, at BIGINT NOT NULL)""",
         "CREATE INDEX changes_by_doc ON changes (db, id, seq)",
-        "CREATE INDEX changes_by_db ON changes (db, seq)",
         "CREATE TABLE feed_cursors (handler TEXT PRIMARY KEY, done BIGINT NOT NULL, claimed BIGINT NOT NULL)",
         """CREATE TABLE feed_leases (
             handler TEXT NOT NULL, after BIGINT NOT NULL, upto BIGINT NOT NULL, owner TEXT NOT NULL,
@@ -49,7 +48,7 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (tick, scheduled_at))""",
     ],
 ]
-DEFAULT_INDEXES = ("status", "type", "kind")
+DEFAULT_INDEXES = ("status",)  # others are made on first query of their field
 
 
 class PostgresStore(SQLStore):

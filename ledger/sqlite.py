@@ -28,11 +28,10 @@ MIGRATIONS: list[list[str]] = [
             db TEXT NOT NULL, id TEXT NOT NULL, rev TEXT NOT NULL, body TEXT NOT NULL,
             deleted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (db, id)) WITHOUT ROWID""",
         """CREATE TABLE changes (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT, db TEXT NOT NULL, id TEXT NOT NULL,
+            seq INTEGER PRIMARY KEY, db TEXT NOT NULL, id TEXT NOT NULL,
             rev TEXT NOT NULL, body TEXT NOT NULL, deleted INTEGER NOT NULL,
             actor TEXT NOT NULL, at INTEGER NOT NULL)""",
         "CREATE INDEX changes_by_doc ON changes (db, id, seq)",
-        "CREATE INDEX changes_by_db ON changes (db, seq)",
         "CREATE TABLE feed_cursors (handler TEXT PRIMARY KEY, done INTEGER NOT NULL, claimed INTEGER NOT NULL)",
         """CREATE TABLE feed_leases (
             handler TEXT NOT NULL, after INTEGER NOT NULL, upto INTEGER NOT NULL,
@@ -44,7 +43,7 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (tick, scheduled_at))""",
     ],
 ]
-DEFAULT_INDEXES = ("status", "type", "kind")
+DEFAULT_INDEXES = ("status",)  # others are made on first query of their field
 
 
 class SQLiteStore(SQLStore):
