@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import Invalid
 
@@ -15,6 +16,7 @@ KINDS = ("user", "device", "handler", "tick")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
 
 
+@lru_cache(maxsize=1024)
 def parse_actor(actor: str) -> tuple[str, str]:
     """Split ``kind:name`` (or ``admin``) and check both halves; raise Invalid otherwise."""
     if actor == "admin":

@@ -13,6 +13,7 @@ MAX_DOC_BYTES = 1024 * 1024
 DB_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 ID_MAX = 512
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 RESERVED = ("_id", "_rev", "_deleted")
 
 Doc = dict[str, Any]
@@ -30,7 +31,7 @@ def check_db(db: object) -> str:
 def check_id(doc_id: object) -> str:
     if not isinstance(doc_id, str) or not doc_id or len(doc_id) > ID_MAX:
         raise Invalid(f"document id {doc_id!r} is not valid: use a non-empty string of at most {ID_MAX} characters")
-    if any(ord(c) < 32 for c in doc_id):
+    if _CONTROL.search(doc_id):
         raise Invalid("document id must not contain control characters")
     return doc_id
 
