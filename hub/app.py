@@ -1,17 +1,19 @@
-"""The composition root: one store, the registered machines, handlers and ticks, and the
-threads that run them (`skyhub run`)."""
+"""The composition root: one store, the registered machines, handlers and ticks, the HTTP
+API, and the threads that run them (`skyhub run`)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
-from ledger import Feed, Handler, Rules, Scheduler, Tick, deadletter_machine, open_store
+from ledger import Feed, Handler, LedgerError, Rules, Scheduler, Tick, deadletter_machine, open_store
 from ledger.jobs import JOBS, jobs_handler
 from ledger.lease import Sweeper
 from ledger.sql import SQLStore, redact_url
 
+from .auth import protect
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -19,7 +21,9 @@ log = logging.getLogger(__name__)
 
 def build_rules() -> Rules:
     """Every machine skyhub knows. Later products declare theirs here."""
-    return Rules([JOBS, deadletter_machine()])
+    rules = Rules([JOBS, deadletter_machine()])
+    protect(rules)
+    return rules
 
 
 @dataclass
@@ -32,6 +36,7 @@ class App:
     sweeper: Sweeper
     scheduler: Scheduler
     ticks: list[Tick] = field(default_factory=list)
+    stopping: threading.Event = field(default_factory=threading.Event)
     _stopped: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
@@ -46,6 +51,7 @@ class App:
         )
 
     def stop(self) -> None:
+        self.stopping.set()
         if self._stopped.is_set():
             return
         self._stopped.set()
@@ -54,6 +60,84 @@ class App:
         self.feed.stop()
         self.store.close()
         log.info("skyhub stopped")
+
+    def health(self) -> dict[str, Any]:
+        """Store, feed and scheduler state, for /health and the console."""
+        store: dict[str, Any] = {"url": redact_url(self.store.url)}
+        try:
+            store.update(ok=True, headSeq=self.store.head_seq())
+        except LedgerError as exc:
+            store.update(ok=False, error=exc.reason)
+        handlers = []
+        for h in self.handlers:
+            entry: dict[str, Any] = {"name": h.name, "dbs": list(h.dbs)}
+            if store["ok"]:
+                try:
+                    pos = self.store.feed_position(h.cursor)
+                    entry.update(done=pos.done, claimed=pos.claimed, inFlight=len(pos.leases))
+                except LedgerError:
+                    pass
+            handlers.append(entry)
+        ticks = []
+        for t in self.ticks:
+            entry = {"name": t.name, "every": t.every}
+            runs = self.store.tick_runs(t.name, limit=1) if store["ok"] else []
+            if runs:
+                r = runs[0]
+                entry["lastRun"] = {"scheduledAt": r.scheduled_at, "finishedAt": r.finished_at, "outcome": r.outcome, "error": r.error}
+            ticks.append(entry)
+        feed_ok = self.feed.running or not self.handlers
+        sched_ok = self.scheduler.running or not self.ticks
+        return {
+            "ok": bool(store["ok"] and feed_ok and sched_ok and not self.stopping.is_set()),
+            "store": store,
+            "feed": {"running": self.feed.running, "handlers": handlers},
+            "scheduler": {"running": self.scheduler.running, "ticks": ticks},
+            "sweep": {"returned": self.sweeper.returned, "failed": self.sweeper.failed},
+        }
+
+    def serve(self, host: str, port: int, on_ready: Any = None) -> None:
+        """Serve the API until SIGTERM/SIGINT, with the feed, sweep and scheduler running.
+
+        The server runs in a thread and the main thread owns the signals, so a stop always
+        goes through ``stop()``: the API finishes its requests, in-flight handlers finish or
+        are left to their leases, and the store closes. (uvicorn in the main thread would
+        re-raise the signal and end the process before that.)
+        """
+        import signal
+
+        import uvicorn
+
+        from .api import create_api
+
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_api(self), host=host, port=port, log_level="warning",
+                timeout_graceful_shutdown=5, lifespan="off", access_log=False,
+            )
+        )
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        self.start()
+        thread = threading.Thread(target=server.run, name="api", daemon=True)
+        thread.start()
+        try:
+            while not server.started:
+                if not thread.is_alive():
+                    raise LedgerError(f"the API could not start on {host}:{port} (is the port taken?)")
+                if stop.wait(0.05):
+                    break
+            if server.started and on_ready:
+                bound = server.servers[0].sockets[0].getsockname()
+                on_ready(f"http://{bound[0]}:{bound[1]}")
+            while not stop.wait(0.5) and thread.is_alive():
+                pass
+        finally:
+            self.stopping.set()
+            server.should_exit = True
+            thread.join(10)
+            self.stop()
 
 
 def open_app_store(settings: Settings, rules: Rules | None = None) -> SQLStore:
@@ -64,12 +148,14 @@ def build_app(settings: Settings) -> App:
     rules = build_rules()
     store = open_app_store(settings, rules)
     f = settings.feed
-    handlers = [
-        jobs_handler(
-            lease_ms=int(settings.jobs.lease * 1000),
-            max_tries=f.max_tries, timeout=f.handler_timeout, backoff=f.backoff,
+    handlers = []
+    if settings.jobs.enabled:
+        handlers.append(
+            jobs_handler(
+                lease_ms=int(settings.jobs.lease * 1000),
+                max_tries=f.max_tries, timeout=f.handler_timeout, backoff=f.backoff,
+            )
         )
-    ]
     feed = Feed(store, handlers, lease_ms=int(f.lease * 1000), batch_size=f.batch_size)
     sweeper = Sweeper(store, rules, safety_interval=settings.sweep.safety_interval)
     ticks = [Tick("sweep", settings.sweep.safety_interval, lambda event, ctx: sweeper.sweep_once())]

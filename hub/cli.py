@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -25,7 +24,9 @@ from ledger.sql import SQLStore
 from .settings import Settings, load_settings
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_FORBIDDEN, EXIT_NOT_FOUND = 0, 1, 2, 3, 4, 5
-EXIT_BY_CODE = {"conflict": EXIT_CONFLICT, "forbidden": EXIT_FORBIDDEN, "not_found": EXIT_NOT_FOUND}
+EXIT_BY_CODE = {
+    "conflict": EXIT_CONFLICT, "forbidden": EXIT_FORBIDDEN, "unauthorized": EXIT_FORBIDDEN, "not_found": EXIT_NOT_FOUND,
+}
 
 
 def fail(code: str, reason: str, exit_code: int) -> NoReturn:
@@ -34,17 +35,19 @@ def fail(code: str, reason: str, exit_code: int) -> NoReturn:
 
 
 class State:
-    def __init__(self, config: str | None, database_url: str | None) -> None:
+    def __init__(self, config: str | None, database_url: str | None, hub: str | None = None, **credentials: str | None) -> None:
         self.config = config
         self.database_url = database_url
+        self.hub = hub
+        self.credentials = credentials
         self._settings: Settings | None = None
-        self._store: SQLStore | None = None
+        self._store: Any = None
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
             try:
-                self._settings = load_settings(self.config, database_url=self.database_url)
+                self._settings = load_settings(self.config, database_url=self.database_url, hub_url=self.hub, **self.credentials)
             except FileNotFoundError as exc:
                 fail("config", str(exc), EXIT_USAGE)
             except ValueError as exc:
@@ -52,12 +55,43 @@ class State:
         return self._settings
 
     @property
-    def store(self) -> SQLStore:
-        if self._store is None:
-            from .app import open_app_store
+    def remote(self) -> bool:
+        return bool(self.settings.hub_url)
 
-            self._store = open_app_store(self.settings)
+    @property
+    def store(self) -> Any:
+        """The local store, or the hub's over HTTP when --hub / SKYHUB_HUB_URL is set."""
+        if self._store is None:
+            if self.remote:
+                self._store = self._remote_store()
+            else:
+                from .app import open_app_store
+
+                self._store = open_app_store(self.settings)
         return self._store
+
+    def local_store(self, what: str) -> SQLStore:
+        if self.remote:
+            fail("usage", f"{what} runs on the hub itself, against its database: drop --hub / SKYHUB_HUB_URL", EXIT_USAGE)
+        return self.store  # type: ignore[no-any-return]
+
+    def _remote_store(self) -> Any:
+        from .auth import load_key
+        from .remote import DeviceAuth, RemoteStore, TokenAuth
+
+        s = self.settings
+        auth: Any
+        if s.token.get_secret_value():
+            auth = TokenAuth(s.token.get_secret_value())
+        elif s.device:
+            key = load_key(
+                name=s.device, hub=s.hub_url, key_file=s.device_key_file or None,
+                key_env=s.device_key.get_secret_value() or None,
+            )
+            auth = DeviceAuth(s.device, key)
+        else:
+            fail("usage", "a hub needs a credential: --token / SKYHUB_TOKEN for a person, or --device NAME (SKYHUB_DEVICE) with its key", EXIT_USAGE)
+        return RemoteStore(s.hub_url, auth)
 
     def close(self) -> None:
         if self._store is not None:
@@ -79,17 +113,23 @@ class Group(click.Group):
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", envvar="SKYHUB_CONFIG", type=click.Path(dir_okay=False), help="A settings file layered over config/skyhub.toml.")
 @click.option("--database-url", help="sqlite:///PATH or postgresql://USER@HOST:PORT/DB (env SKYHUB_DATABASE_URL).")
+@click.option("--hub", metavar="URL", help="Work against a hub over HTTP instead of a local database (env SKYHUB_HUB_URL).")
+@click.option("--token", help="A person's token for --hub (env SKYHUB_TOKEN; prefer the environment).")
+@click.option("--device", metavar="NAME", help="Sign requests to --hub as this device (env SKYHUB_DEVICE).")
+@click.option("--key-file", type=click.Path(dir_okay=False), help="The device's private key file (env SKYHUB_DEVICE_KEY_FILE).")
 @click.pass_context
-def main(ctx: click.Context, config: str | None, database_url: str | None) -> None:
+def main(ctx: click.Context, config: str | None, database_url: str | None, hub: str | None, token: str | None,
+         device: str | None, key_file: str | None) -> None:
     """skyhub: a bot pipeline in which the database is the interface.
 
     Example: skyhub db put --db jobs '{"type": "job", "status": "pending", "input": {"n": 1}}'
     """
-    ctx.obj = State(config, database_url)
+    ctx.obj = State(config, database_url, hub, token=token, device=device, device_key_file=key_file)
     ctx.call_on_close(ctx.obj.close)
 
 
 def configure_logging(level: str) -> None:
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         stream=sys.stderr,
@@ -99,26 +139,22 @@ def configure_logging(level: str) -> None:
 
 # ---- run / tick ------------------------------------------------------------------------
 @main.command()
+@click.option("--host", help="Address for the API (default 127.0.0.1; env SKYHUB_HOST).")
+@click.option("--port", type=click.IntRange(0, 65535), help="Port for the API (default 8470, 0 picks a free one; env SKYHUB_PORT).")
 @click.pass_obj
-def run(state: State) -> None:
-    """Run the hub: the change feed, the sweep and the scheduler, until SIGTERM or Ctrl-C.
+def run(state: State, host: str | None, port: int | None) -> None:
+    """Run the hub: the HTTP API, the change feed, the sweep and the scheduler, until SIGTERM or Ctrl-C.
 
-    Example: skyhub run
+    Example: skyhub run --port 8470
     """
     from .app import build_app
 
-    configure_logging(state.settings.log_level)
-    app = build_app(state.settings)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    app.start()
-    click.echo(f"skyhub: running on {app.store!r}; stop with Ctrl-C", err=True)
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        app.stop()
+    state.local_store("skyhub run")
+    settings = state.settings
+    configure_logging(settings.log_level)
+    app = build_app(settings)
+    ready = lambda url: click.echo(f"skyhub: API on {url}; database {app.store!r}; stop with Ctrl-C", err=True)  # noqa: E731
+    app.serve(host or settings.host, settings.port if port is None else port, on_ready=ready)
 
 
 @main.command("tick")
@@ -131,6 +167,7 @@ def tick_cmd(state: State, name: str) -> None:
     """
     from .app import build_app
 
+    state.local_store("skyhub tick")
     configure_logging(state.settings.log_level)
     app = build_app(state.settings)
     try:
@@ -162,7 +199,9 @@ def _read_document(text: str) -> dict[str, Any]:
     return value  # the store checks that it is an object
 
 
-def _actor(state: State, as_actor: str | None) -> str:
+def _actor(state: State, as_actor: str | None) -> str | None:
+    if state.remote:
+        return as_actor  # the hub decides who this credential is; --as must agree with it
     actor = as_actor or state.settings.actor
     parse_actor(actor)
     return actor
@@ -273,6 +312,16 @@ def db_changes(state: State, since: int, limit: int, follow: bool, as_json: bool
     if not follow:
         _print_changes(store.changes(since, limit), as_json, lines=True)
         return
+    if state.remote:
+        try:
+            header = True
+            for change in store.follow(since):
+                _print_changes([change], as_json, lines=True, header=header)
+                header = False
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            return
+        return
     woke = threading.Event()
     store.subscribe(lambda _change: woke.set())
     header = True
@@ -303,7 +352,7 @@ def db_machines(state: State, as_json: bool) -> None:
 
     machines = build_rules().machines
     if as_json:
-        click.echo(json.dumps([_machine_json(m) for m in machines]))
+        click.echo(json.dumps([machine_json(m) for m in machines]))
         return
     for m in machines:
         click.echo(f"%% {m.name} ({m.kind_field} = {m.kind})")
@@ -311,7 +360,7 @@ def db_machines(state: State, as_json: bool) -> None:
         click.echo()
 
 
-def _machine_json(m: Any) -> dict[str, Any]:
+def machine_json(m: Any) -> dict[str, Any]:
     return {
         "db": m.db, "field": m.kind_field, "kind": m.kind, "states": list(m.states),
         "start": list(m.start), "terminal": sorted(m.terminal), "maxAttempts": m.max_attempts,
@@ -321,6 +370,139 @@ def _machine_json(m: Any) -> dict[str, Any]:
         ],
         "mermaid": m.mermaid(),
     }
+
+
+# ---- people and devices ----------------------------------------------------------------
+@main.group()
+def user() -> None:
+    """Operator tokens for people (run on the hub).
+
+    Example: skyhub user add ana
+    """
+
+
+@user.command("add")
+@click.argument("name")
+@click.pass_obj
+def user_add(state: State, name: str) -> None:
+    """Make a token for a person (actor user:NAME). The token is printed once; the hub keeps a hash.
+
+    Example: skyhub user add ana
+    """
+    from .auth import add_user
+
+    token = add_user(state.local_store("skyhub user add"), name)
+    click.echo(token)
+    click.echo(f"skyhub: token for user:{name} printed once; give it to them as SKYHUB_TOKEN", err=True)
+
+
+@user.command("list")
+@json_option
+@click.pass_obj
+def user_list(state: State, as_json: bool) -> None:
+    """List tokens (metadata only: id, name, created, revoked).
+
+    Example: skyhub user list --json
+    """
+    from .auth import list_tokens
+
+    tokens = list_tokens(state.local_store("skyhub user list"))
+    if as_json:
+        click.echo(json.dumps(tokens))
+        return
+    _table(["id", "name", "actor", "created", "revoked"], [
+        [t["id"], t["name"], t["actor"], _iso(t["createdAt"]), _iso(t["revokedAt"]) if t["revokedAt"] else ""] for t in tokens
+    ])
+
+
+@user.command("revoke")
+@click.argument("which", metavar="ID|NAME")
+@click.pass_obj
+def user_revoke(state: State, which: str) -> None:
+    """Revoke one token by id, or every token of a person by name.
+
+    Example: skyhub user revoke ana
+    """
+    from .auth import revoke_token
+
+    click.echo(json.dumps({"revoked": revoke_token(state.local_store("skyhub user revoke"), which)}))
+
+
+@main.group()
+def device() -> None:
+    """Device credentials for lanes such as the GitHub Actions builder.
+
+    Example: skyhub device register --name gha-builder --hub https://hub.example.org --key-file builder.pem
+    """
+
+
+@device.command("register")
+@click.option("--name", required=True, help="The device's name, e.g. gha-builder.")
+@click.option("--hub", "hub_url", required=True, metavar="URL", help="The hub this device will talk to.")
+@click.option("--key-file", "key_file", type=click.Path(dir_okay=False), help="Write the private key here (mode 0600) instead of the OS keyring.")
+def device_register(name: str, hub_url: str, key_file: str | None) -> None:
+    """Make a key pair on this device and print the public key and the approval to run on the hub.
+
+    Example: skyhub device register --name gha-builder --hub https://hub.example.org --key-file builder.pem
+    """
+    from .auth import _check_name, new_device_key, public_key_of, save_key
+
+    _check_name(name, "device")
+    key = new_device_key()
+    where = save_key(key, name=name, hub=hub_url, key_file=key_file)
+    public = public_key_of(key)
+    click.echo(json.dumps({"device": name, "hub": hub_url, "publicKey": public}))
+    click.echo(f"skyhub: private key stored in {where}; it never leaves this device", err=True)
+    click.echo(f"skyhub: on the hub, run: skyhub device approve {name} --as device:builder --public-key {public}", err=True)
+
+
+@device.command("approve")
+@click.argument("name")
+@click.option("--as", "as_actor", required=True, metavar="ACTOR", help="The actor the device acts as, e.g. device:builder.")
+@click.option("--public-key", required=True, help="The key printed by `skyhub device register` (ed25519:...).")
+@click.pass_obj
+def device_approve(state: State, name: str, as_actor: str, public_key: str) -> None:
+    """Record a device's public key and the actor it acts as (run on the hub).
+
+    Example: skyhub device approve gha-builder --as device:builder --public-key ed25519:AAAA...
+    """
+    from .auth import approve_device
+
+    doc = approve_device(state.local_store("skyhub device approve"), name, as_actor, public_key)
+    click.echo(json.dumps({"device": name, "actor": as_actor, "fingerprint": doc["fingerprint"]}))
+
+
+@device.command("list")
+@json_option
+@click.pass_obj
+def device_list(state: State, as_json: bool) -> None:
+    """List approved devices (name, actor, key fingerprint).
+
+    Example: skyhub device list
+    """
+    from .auth import list_devices
+
+    devices = list_devices(state.local_store("skyhub device list"))
+    if as_json:
+        click.echo(json.dumps(devices))
+        return
+    _table(["name", "actor", "fingerprint", "approved", "revoked"], [
+        [d["name"], d["actor"], d["fingerprint"], _iso(d["approvedAt"]), _iso(d["revokedAt"]) if d["revokedAt"] else ""] for d in devices
+    ])
+
+
+@device.command("revoke")
+@click.argument("name")
+@click.pass_obj
+def device_revoke(state: State, name: str) -> None:
+    """Revoke a device: its signatures are refused from now on.
+
+    Example: skyhub device revoke gha-builder
+    """
+    from .auth import revoke_device
+
+    revoke_device(state.local_store("skyhub device revoke"), name)
+    click.echo(json.dumps({"revoked": name}))
 
 
 # ---- output helpers --------------------------------------------------------------------

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from ledger import parse_interval
@@ -37,6 +37,7 @@ class SweepSettings(BaseModel):
 
 
 class JobsSettings(BaseModel):
+    enabled: bool = True  # run the reference jobs handler in `skyhub run`
     lease: float = 30.0
 
     _to_seconds = field_validator("lease", mode="before")(_seconds)
@@ -54,6 +55,13 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SKYHUB_", env_nested_delimiter="__", extra="ignore")
 
     database_url: str = "sqlite:///skyhub.db"
+    host: str = "127.0.0.1"
+    port: int = 8470
+    hub_url: str = ""
+    token: SecretStr = SecretStr("")
+    device: str = ""
+    device_key: SecretStr = SecretStr("")  # the PEM itself, e.g. from a CI secret
+    device_key_file: str = ""
     actor: str = ""
     log_level: str = "INFO"
     feed: FeedSettings = FeedSettings()

@@ -348,6 +348,18 @@ class SQLStore:
         cur.execute(self._q(sql + " ORDER BY scheduled_at DESC, tick LIMIT ?"), (*args, limit))
         return [TickRun(*r) for r in cur.fetchall()]
 
+    # ---- once keys -----------------------------------------------------------------
+    def use_once(self, key: str, expires_at: int) -> bool:
+        """Record ``key`` until ``expires_at`` (epoch ms); False if it was already recorded.
+
+        Used for request nonces, so that a replayed signature is refused by every process.
+        """
+        now = self.clock.now_ms()
+        with self._tx() as cur:
+            cur.execute(self._q("DELETE FROM once_keys WHERE expires_at < ?"), (now,))
+            cur.execute(self._q("INSERT INTO once_keys (key, expires_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"), (key, expires_at))
+            return cur.rowcount == 1
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redact_url(self.url)!r})"
 

@@ -42,6 +42,10 @@ MIGRATIONS: list[list[str]] = [
             started_at INTEGER NOT NULL, finished_at INTEGER, outcome TEXT, error TEXT,
             PRIMARY KEY (tick, scheduled_at))""",
     ],
+    [  # 2: keys that may be used once (request nonces)
+        "CREATE TABLE once_keys (key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL)",
+        "CREATE INDEX once_keys_by_expiry ON once_keys (expires_at)",
+    ],
 ]
 DEFAULT_INDEXES = ("status",)  # others are made on first query of their field
 

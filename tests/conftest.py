@@ -68,3 +68,56 @@ def make_store(backend_url: str) -> Iterator[StoreFactory]:
 @pytest.fixture
 def store(make_store: StoreFactory) -> SQLStore:
     return make_store()
+
+
+# ---- the remote backend: a real `skyhub run` per database kind, shared by a session -------
+REMOTE_BACKENDS = ["remote-sqlite", "remote-postgres"]
+
+
+def reset_database(url: str) -> None:
+    """Empty everything but the credentials, between tests that share one hub."""
+    statements = [
+        "DELETE FROM docs WHERE db <> 'auth'", "DELETE FROM changes WHERE db <> 'auth'",
+        "DELETE FROM feed_cursors", "DELETE FROM feed_leases", "DELETE FROM tick_runs",
+    ]
+    if url.startswith("sqlite:///"):
+        import sqlite3
+
+        conn = sqlite3.connect(url[len("sqlite:///"):], timeout=30)
+        with conn:
+            for s in statements:
+                conn.execute(s)
+        conn.close()
+    else:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for s in statements:
+                conn.execute(s)
+
+
+@pytest.fixture(scope="session")
+def remote_hubs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], object]]:
+    from tests.hubproc import Hub
+
+    hubs: dict[str, Hub] = {}
+    schemas: list[str] = []
+
+    def get(kind: str) -> Hub:
+        if kind not in hubs:
+            folder = tmp_path_factory.mktemp(f"hub-{kind}")
+            if kind == "sqlite":
+                url = f"sqlite:///{folder}/hub.db"
+            else:
+                schema = "t_" + uuid.uuid4().hex[:12]
+                with psycopg.connect(PG_URL, autocommit=True) as conn:
+                    conn.execute(f"CREATE SCHEMA {schema}")
+                schemas.append(schema)
+                url = pg_schema_url(schema)
+            hubs[kind] = Hub(url, folder, jobs=False)
+        return hubs[kind]
+
+    yield get
+    for hub in hubs.values():
+        hub.stop()
+    for schema in schemas:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")

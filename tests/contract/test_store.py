@@ -6,8 +6,38 @@ import threading
 
 import pytest
 
-from ledger import Conflict, Forbidden, Invalid, NotFound, Rules, TooLarge
+from ledger import SYSTEM, Conflict, Forbidden, Invalid, NotFound, Rules, TooLarge
 from ledger.document import MAX_DOC_BYTES
+from tests.conftest import BACKENDS, REMOTE_BACKENDS, reset_database
+
+
+@pytest.fixture(params=BACKENDS + REMOTE_BACKENDS)
+def make_store(request, tmp_path, remote_hubs):
+    """Every backend, the remote one included: a real hub over HTTP, on SQLite and PostgreSQL."""
+    opened = []
+    if request.param.startswith("remote-"):
+        from tests.hubproc import ActorRouter
+
+        hub = remote_hubs(request.param.split("-", 1)[1])
+        reset_database(hub.database_url)
+
+        def factory(rules=None, clock=SYSTEM):
+            router = ActorRouter(hub)
+            opened.append(router)
+            return router
+    else:
+        url = f"sqlite:///{tmp_path}/skyhub.db" if request.param == "sqlite" else request.getfixturevalue("pg_url")
+        from ledger import open_store
+        from tests.conftest import default_rules
+
+        def factory(rules=None, clock=SYSTEM):
+            store = open_store(url, rules if rules is not None else default_rules(), clock)
+            opened.append(store)
+            return store
+
+    yield factory
+    for store in opened:
+        store.close()
 
 
 def test_put_then_get_returns_the_document_with_id_and_rev(store):

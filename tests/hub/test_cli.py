@@ -96,7 +96,7 @@ def test_machines_prints_mermaid(cli):
 
 def test_a_job_put_through_the_cli_is_done_by_skyhub_run(cli, backend_url):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hub", "run"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli.env, cwd=cli.cwd,
+        [sys.executable, "-m", "hub", "run", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli.env, cwd=cli.cwd,
     )
     try:
         out = json.loads(cli("db", "put", "--db", "jobs", '{"type": "job", "status": "pending", "input": {"n": 1}}', check=0).stdout)

@@ -1,0 +1,278 @@
+"""The HTTP API: the store over the network, with the same rules as a local write.
+
+Every endpoint but ``/health`` needs a credential (an operator token or a signed device
+request); the authenticated actor is the actor of the write, and the machines decide what it
+may do: this module adds no second rulebook. Errors are ``{"error": code, "reason": text}``
+with 400/422 (bad input), 401, 403, 404, 409, 413 and 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Literal
+
+from fastapi import Body, Depends, FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ledger import Change, Forbidden, Invalid, LedgerError
+from ledger.document import MAX_DOC_BYTES
+from ledger.sql import redact_url
+
+from .auth import AUTH_DB, Authenticator, Principal, Unauthorized
+
+if TYPE_CHECKING:
+    from .app import App
+
+log = logging.getLogger(__name__)
+
+STATUS = {
+    "invalid": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
+    "too_large": 413, "backend": 503,
+}
+MAX_BODY = MAX_DOC_BYTES + 64 * 1024
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="A stable code: invalid, unauthorized, forbidden, not_found, conflict, too_large, backend")
+    reason: str = Field(description="One sentence a person can act on")
+
+
+class Written(BaseModel):
+    id: str
+    rev: str
+    deleted: bool = False
+
+
+class QueryPage(BaseModel):
+    docs: list[dict[str, Any]]
+    next: str | None
+
+
+class ChangeOut(BaseModel):
+    seq: int
+    db: str
+    id: str
+    rev: str
+    deleted: bool
+    actor: str
+    at: int
+    doc: dict[str, Any]
+
+
+class ChangesPage(BaseModel):
+    changes: list[ChangeOut]
+    last: int
+
+
+class Head(BaseModel):
+    seq: int
+
+
+class WhoAmI(BaseModel):
+    actor: str
+    credential: str
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 413, 422, 503)
+}
+
+
+def _error(code: str, reason: str, status: int | None = None) -> JSONResponse:
+    return JSONResponse({"error": code, "reason": reason}, status_code=status or STATUS.get(code, 500))
+
+
+def create_api(app: App) -> FastAPI:
+    store = app.store
+    authenticator = Authenticator(store)
+    api = FastAPI(
+        title="skyhub",
+        version="1",
+        description="The skyhub ledger over HTTP: documents, queries, history, the change stream and machines.",
+        responses=ERRORS,
+    )
+
+    @api.middleware("http")
+    async def limit_body(request: Request, call_next: Any) -> Any:
+        length = request.headers.get("content-length")
+        if length and length.isdigit() and int(length) > MAX_BODY:
+            return _error("too_large", f"request body is {int(length):,} bytes; documents are at most {MAX_DOC_BYTES:,} bytes (1 MiB)")
+        return await call_next(request)
+
+    @api.exception_handler(LedgerError)
+    async def ledger_error(request: Request, exc: LedgerError) -> JSONResponse:
+        return _error(exc.code, exc.reason)
+
+    @api.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
+        return _error("invalid", f"{where}: {first.get('msg', 'is not valid')}", 422)
+
+    @api.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid")
+        return _error(code, str(exc.detail), exc.status_code)
+
+    async def principal(request: Request, authorization: str | None = Header(None)) -> Principal:
+        body = await request.body()
+        target = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1")
+        query = request.scope.get("query_string", b"").decode("latin-1")
+        if query:
+            target += "?" + query
+        now = store.clock.now_ms()
+        return await run_in_threadpool(authenticator.authenticate, authorization, request.method, target, body, now)
+
+    def reachable(db: str) -> str:
+        if db == AUTH_DB:
+            raise Forbidden(f"database {AUTH_DB!r} is not reachable through the API: use `skyhub user` and `skyhub device` on the hub")
+        return db
+
+    # ---- health --------------------------------------------------------------------------
+    @api.get("/health", tags=["health"], responses={503: {"description": "Something is down"}})
+    def health() -> JSONResponse:
+        report = app.health()
+        return JSONResponse(report, status_code=200 if report["ok"] else 503)
+
+    @api.get("/v1/whoami", tags=["auth"], response_model=WhoAmI)
+    def whoami(who: Principal = Depends(principal)) -> WhoAmI:
+        return WhoAmI(actor=who.actor, credential=who.credential)
+
+    # ---- documents -----------------------------------------------------------------------
+    @api.get("/v1/db/{db}/docs/{doc_id:path}", tags=["documents"])
+    def get_doc(db: str, doc_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
+        return store.get(reachable(db), doc_id)
+
+    @api.put("/v1/db/{db}/docs/{doc_id:path}", tags=["documents"], response_model=Written)
+    def put_doc(
+        db: str,
+        doc_id: str,
+        doc: dict[str, Any] = Body(..., description="The document: a JSON object"),
+        if_rev: str | None = Query(None, description="Write only if the document is still at this revision"),
+        create_only: bool = Query(False, description="Write only if no document has this id"),
+        who: Principal = Depends(principal),
+    ) -> Written:
+        out = store.put(reachable(db), doc, doc_id, actor=who.actor, if_rev=if_rev, create_only=create_only)
+        return Written(id=out["_id"], rev=out["_rev"])
+
+    @api.post("/v1/db/{db}/docs", tags=["documents"], response_model=Written)
+    def post_doc(
+        db: str,
+        doc: dict[str, Any] = Body(..., description="The document: a JSON object; _id optional"),
+        create_only: bool = Query(False),
+        who: Principal = Depends(principal),
+    ) -> Written:
+        out = store.put(reachable(db), doc, None, actor=who.actor, create_only=create_only)
+        return Written(id=out["_id"], rev=out["_rev"])
+
+    @api.delete("/v1/db/{db}/docs/{doc_id:path}", tags=["documents"], response_model=Written)
+    def delete_doc(db: str, doc_id: str, if_rev: str | None = Query(None), who: Principal = Depends(principal)) -> Written:
+        out = store.delete(reachable(db), doc_id, actor=who.actor, if_rev=if_rev)
+        return Written(id=out["_id"], rev=out["_rev"], deleted=True)
+
+    @api.get("/v1/db/{db}/query", tags=["documents"], response_model=QueryPage)
+    def query(
+        db: str,
+        field: str = Query(..., description="A top-level field, e.g. status"),
+        key: str | None = Query(None, description="The value to match, as a string"),
+        key_json: str | None = Query(None, description="The value to match, as JSON (a number, true, \"text\")"),
+        limit: int = Query(100, ge=1, le=1000),
+        after: str | None = Query(None, description="The next cursor of the previous page"),
+        who: Principal = Depends(principal),
+    ) -> QueryPage:
+        if (key is None) == (key_json is None):
+            raise Invalid("give exactly one of key or key_json")
+        value: Any = key
+        if key_json is not None:
+            try:
+                value = json.loads(key_json)
+            except json.JSONDecodeError:
+                raise Invalid("key_json is not valid JSON") from None
+        page = store.query(reachable(db), field, value, limit, after)
+        return QueryPage(docs=page.docs, next=page.next)
+
+    @api.get("/v1/db/{db}/history/{doc_id:path}", tags=["documents"], response_model=list[ChangeOut])
+    def history(db: str, doc_id: str, who: Principal = Depends(principal)) -> list[dict[str, Any]]:
+        return [c.as_dict() for c in store.history(reachable(db), doc_id)]
+
+    # ---- changes -------------------------------------------------------------------------
+    def visible(changes: list[Change]) -> list[dict[str, Any]]:
+        return [c.as_dict() for c in changes if c.db != AUTH_DB]
+
+    @api.get("/v1/changes", tags=["changes"], response_model=ChangesPage)
+    def changes(
+        since: int = Query(0, ge=0, le=2**62), limit: int = Query(100, ge=1, le=1000), who: Principal = Depends(principal),
+    ) -> ChangesPage:
+        batch = store.changes(since, limit)
+        return ChangesPage(changes=[ChangeOut(**c) for c in visible(batch)], last=batch[-1].seq if batch else since)
+
+    @api.get("/v1/head", tags=["changes"], response_model=Head)
+    def head(who: Principal = Depends(principal)) -> Head:
+        return Head(seq=store.head_seq())
+
+    @api.get(
+        "/v1/changes/stream", tags=["changes"],
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}, "description": "Server-sent events, one per change"}},
+    )
+    async def stream(
+        request: Request,
+        since: int = Query(0, ge=0, le=2**62),
+        last_event_id: str | None = Header(None),
+        who: Principal = Depends(principal),
+    ) -> StreamingResponse:
+        start = int(last_event_id) if last_event_id and last_event_id.isdigit() else since
+        loop = asyncio.get_running_loop()
+        woke = asyncio.Event()
+        def wake(_change: Change | None) -> None:
+            loop.call_soon_threadsafe(woke.set)
+
+        unsubscribe = store.subscribe(wake)
+
+        async def events() -> Any:
+            seq = start
+            try:
+                yield ": stream of skyhub changes\n\n"
+                while not app.stopping.is_set():
+                    woke.clear()
+                    batch = await run_in_threadpool(store.changes, seq, 100)
+                    for change in visible(batch):
+                        yield f"id: {change['seq']}\nevent: change\ndata: {json.dumps(change, ensure_ascii=False)}\n\n"
+                    if batch:
+                        seq = batch[-1].seq
+                        continue
+                    try:
+                        await asyncio.wait_for(woke.wait(), timeout=1.0)
+                    except TimeoutError:
+                        if await request.is_disconnected():
+                            return
+                        yield ": keep-alive\n\n"
+            finally:
+                unsubscribe()
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+    # ---- machines ------------------------------------------------------------------------
+    @api.get("/v1/machines", tags=["machines"])
+    def machines(
+        format: Literal["json", "mermaid"] = Query("json"), who: Principal = Depends(principal),  # noqa: A002
+    ) -> Any:
+        from .cli import machine_json
+
+        ms = app.rules.machines
+        if format == "mermaid":
+            text = "\n\n".join(f"%% {m.name}\n{m.mermaid()}" for m in ms)
+            return JSONResponse({"mermaid": text})
+        return [machine_json(m) for m in ms]
+
+    api.state.redacted_url = redact_url(store.url)
+    return api
+
+
+__all__ = ["Unauthorized", "create_api"]

@@ -1,0 +1,316 @@
+"""Credentials for the hub's API.
+
+- **Operator tokens** for people: ``skh_<id>_<secret>``. The hub keeps only a SHA-256 of the
+  secret (in the ``auth`` database, with the person's actor), so a leaked hub database lets
+  no one in. Tokens are listed as metadata and revoked by id or name.
+- **Device credentials** for lanes (a GitHub Actions runner): an Ed25519 key pair made on
+  the device. The hub records only the public key and the actor the device acts as. Every
+  request is signed over its method, path (with query), time, a nonce and a hash of its body;
+  the hub refuses expired signatures (older than ``SIGNATURE_WINDOW_MS``) and replays (a
+  nonce is accepted once, by any hub process).
+
+The ``auth`` database is written only by ``admin`` (the CLI on the hub) and is not reachable
+through the API.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from ledger import ADMIN, Invalid, LedgerError, NotFound, Rules, Store
+from ledger.actor import parse_actor
+
+AUTH_DB = "auth"
+SIGNATURE_WINDOW_MS = 60_000
+SCHEME = "SkyhubDevice"
+KEYRING_SERVICE = "skyhub"
+_TOKEN = re.compile(r"^skh_([0-9a-f]{12})_([A-Za-z0-9_-]{20,})$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+
+
+class Unauthorized(LedgerError):
+    """The request carries no valid credential (missing, revoked, wrong key, expired, replayed)."""
+
+    code = "unauthorized"
+
+
+def protect(rules: Rules) -> None:
+    """Only admin writes the auth database."""
+    rules.allow(AUTH_DB, free=[ADMIN], blind=[ADMIN])
+
+
+def _check_name(name: str, what: str) -> str:
+    if not _NAME.match(name or ""):
+        raise Invalid(f"{what} name {name!r} is not valid: use 1-64 lowercase letters, digits, '.', '_' or '-'")
+    return name
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+# ---- operator tokens ---------------------------------------------------------------------
+def add_user(store: Store, name: str) -> str:
+    """Create a token for person ``name`` (actor ``user:<name>``); returns the token, once."""
+    _check_name(name, "user")
+    token_id = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    store.put(
+        AUTH_DB,
+        {"kind": "token", "name": name, "actor": f"user:{name}", "hash": _hash(secret),
+         "createdAt": _now(store), "revokedAt": None},
+        f"token:{token_id}", actor="admin", create_only=True,
+    )
+    return f"skh_{token_id}_{secret}"
+
+
+def list_tokens(store: Store) -> list[dict[str, Any]]:
+    return [
+        {"id": d["_id"].split(":", 1)[1], "name": d["name"], "actor": d["actor"], "createdAt": d["createdAt"], "revokedAt": d.get("revokedAt")}
+        for d in _all(store, "token")
+    ]
+
+
+def revoke_token(store: Store, which: str) -> list[str]:
+    """Revoke a token by id, or every token of a person by name. Returns the ids revoked."""
+    revoked = []
+    for d in _all(store, "token"):
+        token_id = d["_id"].split(":", 1)[1]
+        if (which in (token_id, d["name"])) and not d.get("revokedAt"):
+            store.put(AUTH_DB, {**d, "revokedAt": _now(store)}, actor="admin")
+            revoked.append(token_id)
+    if not revoked:
+        raise NotFound(f"no active token with id or name {which!r}")
+    return revoked
+
+
+# ---- devices -----------------------------------------------------------------------------
+def approve_device(store: Store, name: str, actor: str, public_key: str) -> dict[str, Any]:
+    """Record a device's public key and the actor it acts as (replaces an earlier key)."""
+    _check_name(name, "device")
+    kind, _ = parse_actor(actor)
+    if kind == "admin":
+        raise Invalid("a device cannot act as admin")
+    raw = decode_public_key(public_key)
+    doc = {
+        "kind": "device", "name": name, "actor": actor, "publicKey": encode_public_key(raw),
+        "fingerprint": fingerprint(raw), "approvedAt": _now(store), "revokedAt": None,
+    }
+    try:
+        head = store.get(AUTH_DB, f"device:{name}")
+        return store.put(AUTH_DB, doc, f"device:{name}", actor="admin", if_rev=head["_rev"])
+    except NotFound:
+        return store.put(AUTH_DB, doc, f"device:{name}", actor="admin", create_only=True)
+
+
+def list_devices(store: Store) -> list[dict[str, Any]]:
+    return [
+        {k: d.get(k) for k in ("name", "actor", "fingerprint", "approvedAt", "revokedAt")}
+        for d in _all(store, "device")
+    ]
+
+
+def revoke_device(store: Store, name: str) -> None:
+    doc = store.get(AUTH_DB, f"device:{name}")
+    store.put(AUTH_DB, {**doc, "revokedAt": _now(store)}, actor="admin", if_rev=doc["_rev"])
+
+
+def new_device_key() -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.generate()
+
+
+def encode_public_key(raw: bytes) -> str:
+    return "ed25519:" + base64.b64encode(raw).decode()
+
+
+def public_key_of(key: Ed25519PrivateKey) -> str:
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return encode_public_key(raw)
+
+
+def decode_public_key(text: str) -> bytes:
+    body = text.strip().removeprefix("ed25519:")
+    try:
+        raw = base64.b64decode(body, validate=True)
+    except (ValueError, TypeError):
+        raw = b""
+    if len(raw) != 32:
+        raise Invalid("public key is not valid: expected 'ed25519:' and 32 bytes of base64, as printed by `skyhub device register`")
+    return raw
+
+
+def fingerprint(raw: bytes) -> str:
+    return "SHA256:" + base64.b64encode(hashlib.sha256(raw).digest()).decode().rstrip("=")[:16]
+
+
+def private_key_to_pem(key: Ed25519PrivateKey) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
+def private_key_from_pem(text: str) -> Ed25519PrivateKey:
+    try:
+        key = serialization.load_pem_private_key(text.strip().encode() + b"\n", password=None)
+    except (ValueError, TypeError):
+        raise Invalid("the device key is not a PEM Ed25519 private key (as written by `skyhub device register`)") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise Invalid("the device key is not an Ed25519 key")
+    return key
+
+
+# ---- key storage on the device -----------------------------------------------------------
+def keyring_username(name: str, hub: str) -> str:
+    return f"device:{name}@{hub.rstrip('/')}"
+
+
+def save_key(key: Ed25519PrivateKey, *, name: str, hub: str, key_file: str | None) -> str:
+    """Store the private key in ``key_file`` (mode 0600) or the OS keyring; says where."""
+    pem = private_key_to_pem(key)
+    if key_file:
+        path = Path(key_file)
+        if path.exists():
+            raise Invalid(f"{key_file} exists: refusing to overwrite a key; remove it first")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(pem)
+        return f"file {key_file} (mode 0600)"
+    import keyring
+    from keyring.errors import KeyringError, NoKeyringError
+
+    try:
+        keyring.set_password(KEYRING_SERVICE, keyring_username(name, hub), pem)
+    except NoKeyringError:
+        raise Invalid(
+            "this machine has no OS keyring: pass --key-file PATH to keep the device key in a file instead"
+        ) from None
+    except KeyringError as exc:
+        raise Invalid(f"the OS keyring refused the key ({type(exc).__name__}): pass --key-file PATH instead") from None
+    return f"the OS keyring (service {KEYRING_SERVICE!r}, user {keyring_username(name, hub)!r})"
+
+
+def load_key(*, name: str, hub: str, key_file: str | None = None, key_env: str | None = None) -> Ed25519PrivateKey:
+    """The device key from SKYHUB_DEVICE_KEY (the PEM itself), a key file, or the keyring."""
+    if key_env:
+        return private_key_from_pem(key_env)
+    if key_file:
+        try:
+            return private_key_from_pem(Path(key_file).read_text())
+        except OSError as exc:
+            raise Invalid(f"cannot read the device key file {key_file!r}: {exc.strerror}") from None
+    import keyring
+    from keyring.errors import KeyringError
+
+    try:
+        pem = keyring.get_password(KEYRING_SERVICE, keyring_username(name, hub))
+    except KeyringError:
+        pem = None
+    if not pem:
+        raise Invalid(
+            f"no key for device {name!r} and hub {hub}: run `skyhub device register --name {name} --hub {hub}`, "
+            "or give --key-file / SKYHUB_DEVICE_KEY"
+        )
+    return private_key_from_pem(pem)
+
+
+# ---- signing and verifying ---------------------------------------------------------------
+def _canonical(method: str, target: str, ts: int, nonce: str, body: bytes) -> bytes:
+    return "\n".join(["skyhub-device-v1", method.upper(), target, str(ts), nonce, hashlib.sha256(body).hexdigest()]).encode()
+
+
+def sign_request(key: Ed25519PrivateKey, name: str, method: str, target: str, body: bytes, now_ms: int) -> str:
+    """The Authorization header for one request; ``target`` is the raw path with its query."""
+    nonce = secrets.token_hex(12)
+    sig = key.sign(_canonical(method, target, now_ms, nonce, body))
+    return f'{SCHEME} name="{name}",ts="{now_ms}",nonce="{nonce}",sig="{base64.b64encode(sig).decode()}"'
+
+
+_PARAM = re.compile(r'(\w+)="([^"]*)"')
+
+
+@dataclass(frozen=True)
+class Principal:
+    actor: str
+    credential: str  # "token:<id>" or "device:<name>" (never the secret)
+
+
+class Authenticator:
+    def __init__(self, store: Store, window_ms: int = SIGNATURE_WINDOW_MS) -> None:
+        self.store = store
+        self.window_ms = window_ms
+
+    def authenticate(self, authorization: str | None, method: str, target: str, body: bytes, now_ms: int) -> Principal:
+        if not authorization:
+            raise Unauthorized("no credential: send 'Authorization: Bearer <token>' or a signed device request")
+        scheme, _, rest = authorization.partition(" ")
+        if scheme == "Bearer":
+            return self._token(rest.strip())
+        if scheme == SCHEME:
+            return self._device(rest, method, target, body, now_ms)
+        raise Unauthorized(f"unknown authorization scheme {scheme[:20]!r}: use Bearer or {SCHEME}")
+
+    def _token(self, token: str) -> Principal:
+        match = _TOKEN.match(token)
+        if not match:
+            raise Unauthorized("the token is malformed: tokens look like skh_<id>_<secret>")
+        token_id, secret = match.groups()
+        try:
+            doc = self.store.get(AUTH_DB, f"token:{token_id}")
+        except NotFound:
+            raise Unauthorized("unknown token") from None
+        if not hmac.compare_digest(doc.get("hash", ""), _hash(secret)):
+            raise Unauthorized("unknown token")
+        if doc.get("revokedAt"):
+            raise Unauthorized("this token was revoked: ask an operator for a new one (skyhub user add)")
+        return Principal(doc["actor"], f"token:{token_id}")
+
+    def _device(self, params: str, method: str, target: str, body: bytes, now_ms: int) -> Principal:
+        fields = dict(_PARAM.findall(params))
+        try:
+            name, ts, nonce, sig = fields["name"], int(fields["ts"]), fields["nonce"], base64.b64decode(fields["sig"])
+        except (KeyError, ValueError):
+            raise Unauthorized("the device signature is malformed") from None
+        try:
+            doc = self.store.get(AUTH_DB, f"device:{name}")
+        except (NotFound, Invalid):
+            raise Unauthorized(f"unknown device {name!r}: approve it on the hub with `skyhub device approve`") from None
+        if doc.get("revokedAt"):
+            raise Unauthorized(f"device {name!r} was revoked")
+        if abs(now_ms - ts) > self.window_ms:
+            raise Unauthorized("the signature has expired (or the device clock is off by more than a minute)")
+        public = Ed25519PublicKey.from_public_bytes(decode_public_key(doc["publicKey"]))
+        try:
+            public.verify(sig, _canonical(method, target, ts, nonce, body))
+        except InvalidSignature:
+            raise Unauthorized(f"the signature does not match device {name!r}'s key") from None
+        if not self.store.use_once(f"nonce:{name}:{nonce}", ts + self.window_ms):
+            raise Unauthorized("this signed request was already used (replay)")
+        return Principal(doc["actor"], f"device:{name}")
+
+
+def _all(store: Store, kind: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    after = None
+    while True:
+        page = store.query(AUTH_DB, "kind", kind, 1000, after)
+        out += page.docs
+        if page.next is None:
+            return out
+        after = page.next
+
+
+def _now(store: Store) -> int:
+    clock = getattr(store, "clock", None)
+    return int(clock.now_ms()) if clock is not None else 0

@@ -1,0 +1,229 @@
+"""The remote backend: the store interface over the hub's HTTP API (httpx + tenacity).
+
+Every ``skyhub db ...`` command works unchanged with ``--hub URL``. A person authenticates with
+a token; a device signs every request with its Ed25519 key. Transport errors and 5xx answers
+are retried with backoff; 4xx answers (conflict, forbidden, ...) never are, and come back as
+the same ledger errors a local store raises, so exit codes are the same.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from ledger import SYSTEM, BackendError, Change, Clock, Conflict, Forbidden, Invalid, LedgerError, NotFound, Page, TooLarge
+from ledger.actor import parse_actor
+from ledger.document import check_db, check_id
+
+from .auth import Unauthorized, sign_request
+
+log = logging.getLogger(__name__)
+
+ERRORS: dict[str, type[LedgerError]] = {
+    "invalid": Invalid, "too_large": TooLarge, "conflict": Conflict, "forbidden": Forbidden,
+    "not_found": NotFound, "unauthorized": Unauthorized, "backend": BackendError,
+}
+
+
+class _Retry(Exception):
+    def __init__(self, error: LedgerError) -> None:
+        self.error = error
+
+
+class TokenAuth(httpx.Auth):
+    def __init__(self, token: str) -> None:
+        self._header = f"Bearer {token}"
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = self._header
+        yield request
+
+    def __repr__(self) -> str:
+        return "TokenAuth(***)"
+
+
+class DeviceAuth(httpx.Auth):
+    requires_request_body = True
+
+    def __init__(self, name: str, key: Ed25519PrivateKey, clock: Clock = SYSTEM) -> None:
+        self.name = name
+        self._key = key
+        self._clock = clock
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        target = request.url.raw_path.decode("latin-1")
+        request.headers["Authorization"] = sign_request(
+            self._key, self.name, request.method, target, request.content, self._clock.now_ms()
+        )
+        yield request
+
+    def __repr__(self) -> str:
+        return f"DeviceAuth({self.name!r}, key=***)"
+
+
+class RemoteStore:
+    """A store whose every operation is a request to a hub."""
+
+    def __init__(self, url: str, auth: httpx.Auth, *, timeout: float = 30.0, attempts: int = 4, transport: httpx.BaseTransport | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.clock: Clock = SYSTEM
+        self._client = httpx.Client(base_url=self.url, auth=auth, timeout=timeout, transport=transport)
+        self._attempts = attempts
+        self._actor: str | None = None
+        self._lock = threading.Lock()
+
+    # ---- plumbing ------------------------------------------------------------------------
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        def once() -> Any:
+            try:
+                response = self._client.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                raise _Retry(BackendError(f"cannot reach the hub at {self.url}: {type(exc).__name__}: {exc}")) from None
+            if response.status_code >= 500:
+                raise _Retry(self._error(response))
+            if response.status_code >= 400:
+                raise self._error(response)
+            return response.json()
+
+        try:
+            for attempt in Retrying(
+                retry=retry_if_exception(lambda e: isinstance(e, _Retry)),
+                stop=stop_after_attempt(self._attempts),
+                wait=wait_exponential(multiplier=0.2, max=5),
+                reraise=True,
+            ):
+                with attempt:
+                    return once()
+        except _Retry as exc:
+            raise exc.error from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _error(self, response: httpx.Response) -> LedgerError:
+        try:
+            body = response.json()
+            code, reason = body["error"], body["reason"]
+        except (ValueError, KeyError, TypeError):
+            return BackendError(f"the hub answered {response.status_code} without an error body")
+        cls = ERRORS.get(code, LedgerError if response.status_code < 500 else BackendError)
+        error = cls(reason)
+        if cls is LedgerError:
+            error.code = code
+        return error
+
+    @staticmethod
+    def _path(db: str, kind: str, doc_id: str | None = None) -> str:
+        check_db(db)
+        if doc_id is not None:
+            check_id(doc_id)
+        base = f"/v1/db/{quote(db, safe='')}/{kind}"
+        return base if doc_id is None else f"{base}/{quote(doc_id, safe='')}"
+
+    @property
+    def actor(self) -> str:
+        """Who the hub says this credential acts as."""
+        with self._lock:
+            if self._actor is None:
+                self._actor = self._request("GET", "/v1/whoami")["actor"]
+            return self._actor
+
+    def _as(self, actor: str | None) -> None:
+        if actor is not None and actor != self.actor:
+            parse_actor(actor)
+            raise Invalid(f"this hub credential acts as {self.actor}, not {actor}")
+
+    # ---- documents -----------------------------------------------------------------------
+    def get(self, db: str, id: str) -> dict[str, Any]:
+        return self._request("GET", self._path(db, "docs", id))  # type: ignore[no-any-return]
+
+    def put(self, db: str, doc: dict[str, Any], id: str | None = None, *, actor: str | None = None,
+            if_rev: str | None = None, create_only: bool = False) -> dict[str, Any]:
+        self._as(actor)
+        if not isinstance(doc, dict):
+            raise Invalid(f"a document must be a JSON object, not {type(doc).__name__ if doc is not None else 'null'}")
+        params: dict[str, Any] = {}
+        if if_rev is not None:
+            params["if_rev"] = if_rev
+        if create_only:
+            params["create_only"] = "true"
+        if id is None and isinstance(doc.get("_id"), str):
+            id = doc["_id"]
+        body = json.dumps(doc, ensure_ascii=False).encode()
+        headers = {"Content-Type": "application/json"}
+        if id is None:
+            out = self._request("POST", self._path(db, "docs"), params=params, content=body, headers=headers)
+        else:
+            out = self._request("PUT", self._path(db, "docs", id), params=params, content=body, headers=headers)
+        result = {k: v for k, v in doc.items() if k not in ("_id", "_rev")}
+        return {"_id": out["id"], "_rev": out["rev"], **result}
+
+    def delete(self, db: str, id: str, *, actor: str | None = None, if_rev: str | None = None) -> dict[str, Any]:
+        self._as(actor)
+        params = {"if_rev": if_rev} if if_rev is not None else {}
+        out = self._request("DELETE", self._path(db, "docs", id), params=params)
+        return {"_id": out["id"], "_rev": out["rev"], "_deleted": True}
+
+    def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:
+        params: dict[str, Any] = {"field": field, "key_json": json.dumps(key), "limit": limit}
+        if after is not None:
+            params["after"] = after
+        out = self._request("GET", self._path(db, "query"), params=params)
+        return Page(out["docs"], out["next"])
+
+    def history(self, db: str, id: str) -> list[Change]:
+        return [_change(c) for c in self._request("GET", self._path(db, "history", id))]
+
+    def changes(self, since: int = 0, limit: int = 100, dbs: Sequence[str] | None = None) -> list[Change]:
+        if not isinstance(since, int) or since < 0:
+            raise Invalid("since must be a sequence number >= 0")
+        out = [_change(c) for c in self._request("GET", "/v1/changes", params={"since": since, "limit": limit})["changes"]]
+        return [c for c in out if not dbs or c.db in dbs]
+
+    def head_seq(self) -> int:
+        return int(self._request("GET", "/v1/head")["seq"])
+
+    def follow(self, since: int, stop: threading.Event | None = None) -> Iterator[Change]:
+        """Changes after ``since`` as they commit, over server-sent events (reconnects)."""
+        last = since
+        while stop is None or not stop.is_set():
+            try:
+                with self._client.stream("GET", "/v1/changes/stream", params={"since": last}, timeout=None) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        raise self._error(response)
+                    data: list[str] = []
+                    for line in response.iter_lines():
+                        if line.startswith("data: "):
+                            data.append(line[6:])
+                        elif line == "" and data:
+                            change = _change(json.loads("\n".join(data)))
+                            data = []
+                            last = change.seq
+                            yield change
+            except httpx.TransportError as exc:
+                log.warning("change stream interrupted (%s); reconnecting", type(exc).__name__)
+                if stop is not None and stop.wait(1.0):
+                    return
+
+    def subscribe(self, listener: Callable[[Change | None], None]) -> Callable[[], None]:
+        raise LedgerError("subscribing runs inside the hub; over the network use follow()")
+
+    def use_once(self, key: str, expires_at: int) -> bool:
+        raise LedgerError("once-keys live inside the hub")
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __repr__(self) -> str:
+        return f"RemoteStore({self.url!r})"
+
+
+def _change(c: dict[str, Any]) -> Change:
+    return Change(int(c["seq"]), c["db"], c["id"], c["rev"], c["doc"], bool(c["deleted"]), c["actor"], int(c["at"]))

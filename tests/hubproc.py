@@ -1,0 +1,135 @@
+"""A real `skyhub run` process on a free local port, and credentials to talk to it."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from hub.app import build_rules
+from hub.auth import add_user, approve_device, new_device_key, public_key_of
+from hub.remote import DeviceAuth, RemoteStore, TokenAuth
+from ledger import Invalid, open_store
+from ledger.actor import parse_actor
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Hub:
+    """``skyhub run --port 0`` on a database URL; ``.url`` once it listens."""
+
+    def __init__(self, database_url: str, cwd: Path, *, jobs: bool = True, env: dict[str, str] | None = None) -> None:
+        self.database_url = database_url
+        self.env = {
+            **os.environ, "SKYHUB_DATABASE_URL": database_url, "PYTHONPATH": str(ROOT),
+            "SKYHUB_JOBS__ENABLED": "true" if jobs else "false", "SKYHUB_LOG_LEVEL": "WARNING", **(env or {}),
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "hub", "run", "--port", "0"], cwd=cwd, env=self.env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        self.stderr: list[str] = []
+        found = threading.Event()
+        self.url = ""
+
+        def read() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                self.stderr.append(line)
+                m = re.search(r"API on (http://[0-9.]+:\d+)", line)
+                if m:
+                    self.url = m.group(1)
+                    found.set()
+            self.proc.stderr.close()
+
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + 60
+        while not found.wait(0.1):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("skyhub run did not start:\n" + "".join(self.stderr))
+        self._admin = open_store(database_url, build_rules())
+        self._keys: dict[str, Any] = {}
+
+    def token(self, name: str) -> str:
+        return add_user(self._admin, name)
+
+    def device(self, name: str, actor: str) -> DeviceAuth:
+        key = new_device_key()
+        approve_device(self._admin, name, actor, public_key_of(key))
+        return DeviceAuth(name, key)
+
+    def client(self, actor: str) -> RemoteStore:
+        """A remote store acting as ``actor``: a token for people, a device key for the rest."""
+        kind, name = parse_actor(actor)
+        if kind == "user":
+            return RemoteStore(self.url, TokenAuth(self.token(name)))
+        if kind == "admin":
+            raise Invalid("admin does not act over the API")
+        return RemoteStore(self.url, self.device(f"{kind}-{name}".lower().replace(":", "-")[:60], actor))
+
+    @property
+    def admin(self) -> Any:
+        return self._admin
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        self._reader.join(5)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(5)
+        if getattr(self, "_admin", None) is not None:
+            self._admin.close()
+            self._admin = None
+        return int(self.proc.returncode)
+
+
+class ActorRouter:
+    """The store interface over a hub, sending each write with the credential of its actor."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        self.url = hub.url
+        self._clients: dict[str, RemoteStore] = {}
+        self._lock = threading.Lock()
+        self.clock = hub.admin.clock
+
+    def _for(self, actor: str) -> RemoteStore:
+        parse_actor(actor)
+        with self._lock:
+            if actor not in self._clients:
+                self._clients[actor] = self.hub.client(actor)
+            return self._clients[actor]
+
+    def _reader(self) -> RemoteStore:
+        return self._for("user:reader")
+
+    def put(self, db, doc, id=None, *, actor, if_rev=None, create_only=False):  # noqa: ANN001
+        return self._for(actor).put(db, doc, id, actor=actor, if_rev=if_rev, create_only=create_only)
+
+    def delete(self, db, id, *, actor, if_rev=None):  # noqa: ANN001
+        return self._for(actor).delete(db, id, actor=actor, if_rev=if_rev)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("get", "query", "history", "changes", "head_seq"):
+            return getattr(self._reader(), name)
+        raise AttributeError(name)
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
