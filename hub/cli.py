@@ -217,17 +217,36 @@ json_option = click.option("--json", "as_json", is_flag=True, help="JSON output 
 @click.option("--id", "doc_id", help="The document id (default: _id in the document, else a new one).")
 @click.option("--if-rev", help="Write only if the document is still at this revision.")
 @click.option("--create-only", is_flag=True, help="Write only if no document has this id.")
+@click.option("--lines", is_flag=True, help="The input holds one document per line; each is written in turn, stopping at the first failure.")
 @as_option
 @click.argument("document")
 @click.pass_obj
-def db_put(state: State, dbname: str, doc_id: str | None, if_rev: str | None, create_only: bool, as_actor: str | None, document: str) -> None:
+def db_put(state: State, dbname: str, doc_id: str | None, if_rev: str | None, create_only: bool, lines: bool,
+           as_actor: str | None, document: str) -> None:
     """Write a document (a JSON object, or - for stdin). Prints its id and new revision.
 
     Example: skyhub db put --db jobs '{"type": "job", "status": "pending", "input": {"n": 1}}'
     """
-    doc = _read_document(document)
-    out = state.store.put(dbname, doc, doc_id, actor=_actor(state, as_actor), if_rev=if_rev, create_only=create_only)  # type: ignore[arg-type]
-    click.echo(json.dumps({"id": out["_id"], "rev": out["_rev"]}))
+    actor = _actor(state, as_actor)
+    if not lines:
+        doc = _read_document(document)
+        out = state.store.put(dbname, doc, doc_id, actor=actor, if_rev=if_rev, create_only=create_only)
+        click.echo(json.dumps({"id": out["_id"], "rev": out["_rev"]}))
+        return
+    if doc_id or if_rev:
+        fail("usage", "--lines takes ids and revisions from each document (_id, _rev), not --id / --if-rev", EXIT_USAGE)
+    text = sys.stdin.read() if document == "-" else document
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+            out = state.store.put(dbname, doc, None, actor=actor, create_only=create_only)
+        except json.JSONDecodeError as exc:
+            fail("usage", f"line {number}: malformed JSON ({exc.msg}); the lines before it were written", EXIT_USAGE)
+        except LedgerError as exc:
+            fail(exc.code, f"line {number}: {exc.reason}; the lines before it were written", EXIT_BY_CODE.get(exc.code, EXIT_ERROR))
+        click.echo(json.dumps({"id": out["_id"], "rev": out["_rev"]}))
 
 
 @db.command("get")

@@ -9,6 +9,7 @@ template every product machine follows.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -45,7 +46,8 @@ for idempotent side effects. The result (JSON) is stored on the done job."""
 
 
 def noop(key: str, job: Doc, ctx: HandlerContext) -> Any:
-    return {"key": key}
+    """The default work: nothing, recording which attempt and which process did it."""
+    return {"key": key, "pid": os.getpid()}
 
 
 def jobs_handler(work: Work = noop, *, lease_ms: int = 30_000, name: str = "on_change", **options: Any) -> Handler:

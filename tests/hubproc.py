@@ -56,7 +56,7 @@ class Hub:
                 self.stop()
                 raise RuntimeError("skyhub run did not start:\n" + "".join(self.stderr))
         self._admin = open_store(database_url, build_rules())
-        self._keys: dict[str, Any] = {}
+        self._clients: list[RemoteStore] = []
 
     def token(self, name: str) -> str:
         return add_user(self._admin, name)
@@ -69,11 +69,19 @@ class Hub:
     def client(self, actor: str) -> RemoteStore:
         """A remote store acting as ``actor``: a token for people, a device key for the rest."""
         kind, name = parse_actor(actor)
-        if kind == "user":
-            return RemoteStore(self.url, TokenAuth(self.token(name)))
         if kind == "admin":
             raise Invalid("admin does not act over the API")
-        return RemoteStore(self.url, self.device(f"{kind}-{name}".lower().replace(":", "-")[:60], actor))
+        if kind == "user":
+            client = RemoteStore(self.url, TokenAuth(self.token(name)))
+        else:
+            client = RemoteStore(self.url, self.device(f"{kind}-{name}".lower().replace(":", "-")[:60], actor))
+        self._clients.append(client)
+        return client
+
+    def close_clients(self) -> None:
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
 
     @property
     def admin(self) -> Any:
@@ -93,6 +101,7 @@ class Hub:
                 self.proc.kill()
                 self.proc.wait()
         self._reader.join(5)
+        self.close_clients()
         if getattr(self, "_admin", None) is not None:
             self._admin.close()
             self._admin = None

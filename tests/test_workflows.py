@@ -6,7 +6,6 @@ exist. check-jsonschema missing is a failure, never a skip: install skyhub[test]
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import shlex
 import subprocess
@@ -16,15 +15,20 @@ from typing import Any
 
 import click
 import pytest
-from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = sorted(p for p in (ROOT / ".github" / "workflows").glob("*") if p.suffix in (".yml", ".yaml"))
 BUILD = ROOT / ".github" / "workflows" / "build-mentions.yml"
+MISSING = "check-jsonschema (and ruamel.yaml with it) is not installed in this environment: pip install -e '.[test]'"
 
 
 def load(path: Path) -> Any:
-    # YAML 1.2 (ruamel's default), as GitHub reads it: `on:` stays the string "on", not True.
+    # ruamel.yaml comes with check-jsonschema. YAML 1.2 (its default), as GitHub reads it:
+    # `on:` stays the string "on", not True as in PyYAML's YAML 1.1.
+    try:
+        from ruamel.yaml import YAML
+    except ImportError:
+        pytest.fail(MISSING)
     return YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
 
 
@@ -39,12 +43,11 @@ def test_there_is_a_workflow() -> None:
 
 def test_workflows_match_the_github_schema() -> None:
     if importlib.util.find_spec("check_jsonschema") is None:
-        pytest.fail("check-jsonschema is not installed in this environment: pip install -e '.[test]'")
-    env = {**os.environ, "NO_COLOR": "1"}
+        pytest.fail(MISSING)
     proc = subprocess.run(
         [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", "--color", "never",
          *map(str, WORKFLOWS)],
-        capture_output=True, text=True, timeout=60, env=env, cwd=ROOT,
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
     )
     assert proc.returncode == 0, f"check-jsonschema rejected a workflow:\n{proc.stdout}{proc.stderr}"
 
@@ -115,16 +118,16 @@ def resolve(args: list[str]) -> str:
     for word in words:
         if word.startswith("-"):
             param = next((p for p in command.params if isinstance(p, click.Option) and word.split("=")[0] in p.opts), None)
-            assert param is not None, f"`skyhub {' '.join(path)}` has no option {word}"
+            assert param is not None, f"`{shlex.join(['skyhub', *path])}` has no option {word}"
             if not param.is_flag and not param.count and "=" not in word:
                 next(words, None)
             continue
         if not isinstance(command, click.Group):
             continue  # an argument
         sub = command.commands.get(word)
-        assert sub is not None, f"`skyhub {' '.join(path)}` has no command {word!r}"
+        assert sub is not None, f"`{shlex.join(['skyhub', *path])}` has no command {word!r}"
         command, path = sub, [*path, word]
-    assert not isinstance(command, click.Group), f"`skyhub {' '.join(path)}` needs a subcommand"
+    assert not isinstance(command, click.Group), f"`{shlex.join(['skyhub', *path])}` needs a subcommand"
     return " ".join(path)
 
 
