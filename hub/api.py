@@ -13,7 +13,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import Body, Depends, FastAPI, Header, Query, Request
+from fastapi import Body, Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+DB = Path(description="A database name", pattern=r"^[a-z][a-z0-9_-]{0,63}$")
+DOC_ID = Path(description="A document id (up to 512 characters)", min_length=1, max_length=512)
 STATUS = {
     "invalid": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
     "too_large": 413, "backend": 503,
@@ -146,13 +148,13 @@ def create_api(app: App) -> FastAPI:
 
     # ---- documents -----------------------------------------------------------------------
     @api.get("/v1/db/{db}/docs/{doc_id:path}", tags=["documents"])
-    def get_doc(db: str, doc_id: str, who: Principal = Depends(principal)) -> dict[str, Any]:
+    def get_doc(db: str = DB, doc_id: str = DOC_ID, who: Principal = Depends(principal)) -> dict[str, Any]:
         return store.get(reachable(db), doc_id)
 
     @api.put("/v1/db/{db}/docs/{doc_id:path}", tags=["documents"], response_model=Written)
     def put_doc(
-        db: str,
-        doc_id: str,
+        db: str = DB,
+        doc_id: str = DOC_ID,
         doc: dict[str, Any] = Body(..., description="The document: a JSON object"),
         if_rev: str | None = Query(None, description="Write only if the document is still at this revision"),
         create_only: bool = Query(False, description="Write only if no document has this id"),
@@ -163,7 +165,7 @@ def create_api(app: App) -> FastAPI:
 
     @api.post("/v1/db/{db}/docs", tags=["documents"], response_model=Written)
     def post_doc(
-        db: str,
+        db: str = DB,
         doc: dict[str, Any] = Body(..., description="The document: a JSON object; _id optional"),
         create_only: bool = Query(False),
         who: Principal = Depends(principal),
@@ -172,13 +174,13 @@ def create_api(app: App) -> FastAPI:
         return Written(id=out["_id"], rev=out["_rev"])
 
     @api.delete("/v1/db/{db}/docs/{doc_id:path}", tags=["documents"], response_model=Written)
-    def delete_doc(db: str, doc_id: str, if_rev: str | None = Query(None), who: Principal = Depends(principal)) -> Written:
+    def delete_doc(db: str = DB, doc_id: str = DOC_ID, if_rev: str | None = Query(None), who: Principal = Depends(principal)) -> Written:
         out = store.delete(reachable(db), doc_id, actor=who.actor, if_rev=if_rev)
         return Written(id=out["_id"], rev=out["_rev"], deleted=True)
 
     @api.get("/v1/db/{db}/query", tags=["documents"], response_model=QueryPage)
     def query(
-        db: str,
+        db: str = DB,
         field: str = Query(..., description="A top-level field, e.g. status"),
         key: str | None = Query(None, description="The value to match, as a string"),
         key_json: str | None = Query(None, description="The value to match, as JSON (a number, true, \"text\")"),
@@ -198,7 +200,7 @@ def create_api(app: App) -> FastAPI:
         return QueryPage(docs=page.docs, next=page.next)
 
     @api.get("/v1/db/{db}/history/{doc_id:path}", tags=["documents"], response_model=list[ChangeOut])
-    def history(db: str, doc_id: str, who: Principal = Depends(principal)) -> list[dict[str, Any]]:
+    def history(db: str = DB, doc_id: str = DOC_ID, who: Principal = Depends(principal)) -> list[dict[str, Any]]:
         return [c.as_dict() for c in store.history(reachable(db), doc_id)]
 
     # ---- changes -------------------------------------------------------------------------
