@@ -1,0 +1,125 @@
+"""The HTTP API as a client sees it: status codes, the change stream, and the CLI with --hub."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import httpx
+import pytest
+
+from tests.conftest import reset_database
+from tests.hubproc import ROOT
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def hub(request, remote_hubs):
+    hub = remote_hubs(request.param)
+    reset_database(hub.database_url)
+    yield hub
+    hub.close_clients()
+
+
+@pytest.fixture
+def http(hub):
+    token = hub.token("ana")
+    with httpx.Client(base_url=hub.url, headers={"Authorization": f"Bearer {token}"}) as client:
+        yield client
+
+
+def test_errors_map_to_statuses_with_one_body_shape(hub, http):
+    first = http.put("/v1/db/notes/docs/n1", json={"v": 1})
+    assert first.status_code == 200 and first.json()["rev"].startswith("1-")
+    cases = [
+        (http.put("/v1/db/notes/docs/n1", params={"if_rev": "9-stale"}, json={"v": 2}), 409, "conflict"),
+        (http.put("/v1/db/notes/docs/n1", params={"create_only": "true"}, json={"v": 2}), 409, "conflict"),
+        (http.get("/v1/db/notes/docs/missing"), 404, "not_found"),
+        (http.put("/v1/db/notes/docs/n2", json={"_deleted": True}), 400, "invalid"),
+        (http.put("/v1/db/notes/docs/n2", json=[1, 2]), 422, "invalid"),
+        (http.put("/v1/db/notes/docs/n2", content=b"{not json", headers={"Content-Type": "application/json"}), 422, "invalid"),
+        (http.put("/v1/db/notes/docs/n2", json={"blob": "x" * (1024 * 1024)}), 413, "too_large"),
+        (http.put("/v1/db/notes/docs/n2", content=b"x" * (2 * 1024 * 1024)), 413, "too_large"),
+        (http.put("/v1/db/jobs/docs/j", json={"type": "job", "status": "done"}), 403, "forbidden"),
+        (http.get("/v1/db/notes/query", params={"field": "v"}), 400, "invalid"),
+        (http.get("/v1/nowhere"), 404, "not_found"),
+    ]
+    for response, status, code in cases:
+        assert (response.status_code, response.json()["error"]) == (status, code), response.text
+        assert set(response.json()) == {"error", "reason"} and response.json()["reason"]
+    assert len(hub.admin.history("notes", "n1")) == 1
+    assert hub.admin.history("notes", "n2") == [] and hub.admin.history("jobs", "j") == []
+
+
+def test_query_history_and_machines(http):
+    for i in range(3):
+        http.put(f"/v1/db/tasks/docs/t{i}", json={"status": "open", "n": i})
+    page = http.get("/v1/db/tasks/query", params={"field": "status", "key": "open", "limit": 2}).json()
+    assert [d["_id"] for d in page["docs"]] == ["t0", "t1"] and page["next"] == "t1"
+    typed = http.get("/v1/db/tasks/query", params={"field": "n", "key_json": "2"}).json()
+    assert [d["_id"] for d in typed["docs"]] == ["t2"]
+    history = http.get("/v1/db/tasks/history/t0").json()
+    assert [h["actor"] for h in history] == ["user:ana"]
+    machines = http.get("/v1/machines").json()
+    assert {m["db"] for m in machines} >= {"jobs", "deadletters"}
+    assert "stateDiagram-v2" in http.get("/v1/machines", params={"format": "mermaid"}).json()["mermaid"]
+
+
+def test_the_change_stream_delivers_commits_and_resumes_from_a_sequence_number(hub):
+    client = hub.client("user:ana")
+    start = client.head_seq()
+    got, stop = [], threading.Event()
+
+    def follow():
+        for change in client.follow(start, stop):
+            got.append(change)
+            if len(got) == 3:
+                stop.set()
+                return
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    writer = hub.client("user:bob")
+    for i in range(3):
+        writer.put("notes", {"i": i}, f"s{i}", actor="user:bob")
+    thread.join(20)
+    assert [c.id for c in got] == ["s0", "s1", "s2"] and [c.actor for c in got] == ["user:bob"] * 3
+    # resume after the first: Last-Event-ID semantics through ?since=
+    resumed = []
+    for change in client.follow(got[0].seq):
+        resumed.append(change.id)
+        if len(resumed) == 2:
+            break
+    assert resumed == ["s1", "s2"]
+    token = hub.token("sse")
+    with httpx.stream("GET", f"{hub.url}/v1/changes/stream", headers={"Authorization": f"Bearer {token}", "Last-Event-ID": str(got[1].seq)}) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                assert json.loads(line[6:])["id"] == "s2"
+                break
+
+
+def test_cli_against_a_hub_has_the_same_exit_codes(hub, tmp_path):
+    env = {**os.environ, "SKYHUB_HUB_URL": hub.url, "SKYHUB_TOKEN": hub.token("ana"), "PYTHONPATH": str(ROOT)}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "hub", *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+
+    ok = cli("db", "put", "--db", "notes", "--id", "n", '{"v": 1}')
+    assert ok.returncode == 0, ok.stderr
+    rev = json.loads(ok.stdout)["rev"]
+    assert cli("db", "put", "--db", "notes", "--id", "n", "--if-rev", "1-stale", '{"v": 2}').returncode == 3
+    assert cli("db", "put", "--db", "jobs", "--id", "j", '{"type": "job", "status": "done"}').returncode == 4
+    assert cli("db", "get", "--db", "notes", "missing").returncode == 5
+    bad = cli("db", "put", "--db", "notes", "--id", "x", "[1]")
+    assert bad.returncode == 1 and bad.stderr.startswith("skyhub: invalid:")
+    assert cli("db", "put", "--db", "notes", "--id", "n", "--as", "user:bob", '{"v": 3}').returncode == 1
+    history = json.loads(cli("db", "history", "--db", "notes", "n", "--json").stdout)
+    assert [h["rev"] for h in history] == [rev]
+    denied = subprocess.run([sys.executable, "-m", "hub", "db", "get", "--db", "notes", "n"], capture_output=True, text=True,
+                            env={**env, "SKYHUB_TOKEN": "skh_0123456789ab_" + "z" * 43}, cwd=tmp_path, timeout=60)
+    assert denied.returncode == 4 and denied.stderr.startswith("skyhub: unauthorized:")
+    assert cli("user", "add", "eve").returncode == 2  # people are added on the hub, not over it
