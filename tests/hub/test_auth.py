@@ -7,8 +7,17 @@ import pytest
 
 from hub.app import build_rules
 from hub.auth import (
-    AUTH_DB, Authenticator, Unauthorized, add_user, approve_device, list_tokens, new_device_key, public_key_of,
-    revoke_device, revoke_token, sign_request,
+    AUTH_DB,
+    Authenticator,
+    Unauthorized,
+    add_user,
+    approve_device,
+    list_tokens,
+    new_device_key,
+    public_key_of,
+    revoke_device,
+    revoke_token,
+    sign_request,
 )
 from ledger import FakeClock, Forbidden, Invalid, open_store
 from tests.conftest import reset_database
