@@ -13,16 +13,19 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import Body, Depends, FastAPI, Header, Path, Query, Request
+from fastapi import Body, Depends, FastAPI, Header, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ledger import Change, Forbidden, Invalid, LedgerError
+from ledger import Change, Forbidden, Invalid, Ledger, LedgerError
 from ledger.document import MAX_DOC_BYTES
 from ledger.sql import redact_url
+from vault import DB as VAULT_DB
+from vault import Vault
 
 from .auth import AUTH_DB, Authenticator, Principal, Unauthorized
 
@@ -31,9 +34,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DB = Path(description="A database name", pattern=r"^[a-z][a-z0-9_-]{0,63}$")
-DOC_ID = Path(description="A document id (up to 512 characters)", min_length=1, max_length=512)
+DB = PathParam(description="A database name", pattern=r"^[a-z][a-z0-9_-]{0,63}$")
+DOC_ID = PathParam(description="A document id (up to 512 characters)", min_length=1, max_length=512)
 STATUS = {
+    "vault": 400, "needs_reauth": 409, "no_master_key": 503, "wrong_master_key": 503,
     "invalid": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
     "too_large": 413, "backend": 503,
 }
@@ -74,6 +78,29 @@ class ChangesPage(BaseModel):
 
 class Head(BaseModel):
     seq: int
+
+
+class SecretIn(BaseModel):
+    secret: SecretStr | dict[str, Any] = Field(description="The secret: a string (token, app password) or a JSON object")
+
+    def __repr__(self) -> str:
+        return "SecretIn(secret=***)"
+
+
+class Credential(BaseModel):
+    id: str
+    platform: str
+    account: str
+    version: int
+    status: str
+    createdAt: int | None = None
+    refreshedAt: int | None = None
+    expiresAt: int | None = None
+    verifiedAt: int | None = None
+    needsReauth: bool | None = None
+    lastError: str | None = None
+    fingerprint: str | None = None
+    createSessions: dict[str, Any] | None = None
 
 
 class WhoAmI(BaseModel):
@@ -134,6 +161,8 @@ def create_api(app: App) -> FastAPI:
     def reachable(db: str) -> str:
         if db == AUTH_DB:
             raise Forbidden(f"database {AUTH_DB!r} is not reachable through the API: use `skyhub user` and `skyhub device` on the hub")
+        if db == VAULT_DB:
+            raise Forbidden(f"database {VAULT_DB!r} is reachable only through /v1/vault (metadata, never secrets)")
         return db
 
     # ---- health --------------------------------------------------------------------------
@@ -205,7 +234,15 @@ def create_api(app: App) -> FastAPI:
 
     # ---- changes -------------------------------------------------------------------------
     def visible(changes: list[Change]) -> list[dict[str, Any]]:
-        return [c.as_dict() for c in changes if c.db != AUTH_DB]
+        out = []
+        for c in changes:
+            if c.db == AUTH_DB:
+                continue
+            item = c.as_dict()
+            if c.db == VAULT_DB:
+                item["doc"] = {k: v for k, v in c.doc.items() if k != "sealed"}
+            out.append(item)
+        return out
 
     @api.get("/v1/changes", tags=["changes"], response_model=ChangesPage)
     def changes(
@@ -259,6 +296,36 @@ def create_api(app: App) -> FastAPI:
                 unsubscribe()
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+    # ---- vault (write-only) ----------------------------------------------------------------
+    def vault_for(who: Principal) -> Vault:
+        return Vault(Ledger(store, who.actor), app.master_key)
+
+    @api.put("/v1/vault/credentials/{platform}/{account}", tags=["vault"], response_model=Credential)
+    def vault_put(
+        platform: str = PathParam(description="bluesky, instagram, threads or facebook"),
+        account: str = PathParam(description="The account, e.g. ourbot.bsky.social or an Instagram user id"),
+        body: SecretIn = Body(...),
+        verify: bool = Query(False, description="Check the secret with the platform now instead of at the next vault tick"),
+        who: Principal = Depends(principal),
+    ) -> dict[str, Any]:
+        meta = vault_for(who).put(platform, account, body.secret.get_secret_value() if isinstance(body.secret, SecretStr) else body.secret)
+        if verify:
+            meta = app.verify_credential(meta["id"])
+        return meta
+
+    @api.get("/v1/vault/credentials", tags=["vault"], response_model=list[Credential])
+    def vault_list(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
+        return vault_for(who).list()
+
+    @api.get("/v1/vault/credentials/{cred_id}", tags=["vault"], response_model=Credential)
+    def vault_show(cred_id: str = PathParam(max_length=200), who: Principal = Depends(principal)) -> dict[str, Any]:
+        return vault_for(who).show(cred_id)
+
+    @api.delete("/v1/vault/credentials/{cred_id}", tags=["vault"], response_model=Written)
+    def vault_rm(cred_id: str = PathParam(max_length=200), who: Principal = Depends(principal)) -> Written:
+        Vault(Ledger(store, who.actor), app.master_key).remove(cred_id)
+        return Written(id=cred_id, rev="", deleted=True)
 
     # ---- machines ------------------------------------------------------------------------
     @api.get("/v1/machines", tags=["machines"])

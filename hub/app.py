@@ -8,10 +8,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import Feed, Handler, LedgerError, Rules, Scheduler, Tick, deadletter_machine, open_store
+from ledger import ADMIN, Feed, Handler, Ledger, LedgerError, Rules, Scheduler, Tick, deadletter_machine, open_store, tick, user
 from ledger.jobs import JOBS, jobs_handler
 from ledger.lease import Sweeper
 from ledger.sql import SQLStore, redact_url
+from vault import CREDENTIALS, Endpoints, Maintainer, MasterKey, Platforms, Policy, Prober, Vault, load_master_key
+from vault.probe import DB as PROBES
 
 from .auth import protect
 from .settings import Settings
@@ -21,7 +23,8 @@ log = logging.getLogger(__name__)
 
 def build_rules() -> Rules:
     """Every machine skyhub knows. Later products declare theirs here."""
-    rules = Rules([JOBS, deadletter_machine()])
+    rules = Rules([JOBS, deadletter_machine(), CREDENTIALS])
+    rules.allow(PROBES, free=[tick("probe"), user(), ADMIN], blind=[user(), ADMIN])
     protect(rules)
     return rules
 
@@ -36,6 +39,8 @@ class App:
     sweeper: Sweeper
     scheduler: Scheduler
     ticks: list[Tick] = field(default_factory=list)
+    master_key: Any = None
+    maintainer: Maintainer | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
     _stopped: threading.Event = field(default_factory=threading.Event)
 
@@ -60,6 +65,15 @@ class App:
         self.feed.stop()
         self.store.close()
         log.info("skyhub stopped")
+
+    def verify_credential(self, cred_id: str) -> dict[str, Any]:
+        """Check a credential with its platform now (``vault put --verify``); its metadata after."""
+        assert self.maintainer is not None
+        from vault import DB as VAULT_DB
+        from vault import public
+
+        self.maintainer.maintain(self.store.get(VAULT_DB, cred_id))
+        return public(self.store.get(VAULT_DB, cred_id))
 
     def health(self) -> dict[str, Any]:
         """Store, feed and scheduler state, for /health and the console."""
@@ -144,6 +158,34 @@ def open_app_store(settings: Settings, rules: Rules | None = None) -> SQLStore:
     return open_store(settings.database_url, rules if rules is not None else build_rules())
 
 
+class KeyLoader:
+    """Loads the vault's master key on first use, so a hub without one still runs its
+    engine; the vault tick and vault writes then fail with the reason and the remedy."""
+
+    def __init__(self, key_file: str) -> None:
+        self.key_file = key_file
+        self._key: MasterKey | None = None
+
+    def __call__(self) -> MasterKey:
+        if self._key is None:
+            self._key = load_master_key(self.key_file or None)
+        return self._key
+
+
+def platforms_for(settings: Settings) -> Platforms:
+    v = settings.vault
+    endpoints = Endpoints(bluesky_pds=v.bluesky_pds, instagram=v.instagram_url, threads=v.threads_url, graph=v.graph_url)
+    return Platforms(endpoints, attempts=v.retries, wait=v.retry_wait)
+
+
+def vault_policy(settings: Settings) -> Policy:
+    v = settings.vault
+    return Policy(
+        refresh_after_ms=int(v.refresh_after * 1000), min_age_ms=int(v.min_age * 1000),
+        bluesky_refresh_before_ms=int(v.bluesky_refresh_before * 1000), create_session_budget=v.create_session_budget,
+    )
+
+
 def build_app(settings: Settings) -> App:
     rules = build_rules()
     store = open_app_store(settings, rules)
@@ -158,6 +200,14 @@ def build_app(settings: Settings) -> App:
         )
     feed = Feed(store, handlers, lease_ms=int(f.lease * 1000), batch_size=f.batch_size)
     sweeper = Sweeper(store, rules, safety_interval=settings.sweep.safety_interval)
-    ticks = [Tick("sweep", settings.sweep.safety_interval, lambda event, ctx: sweeper.sweep_once())]
-    scheduler = Scheduler(store, ticks, owner=feed.owner)
-    return App(settings, store, rules, handlers, feed, sweeper, scheduler, ticks)
+    key = KeyLoader(settings.vault.key_file)
+    maintainer = Maintainer(Ledger(store, "tick:vault"), key, platforms_for(settings), vault_policy(settings))
+    ticks = [
+        Tick("sweep", settings.sweep.safety_interval, lambda event, ctx: sweeper.sweep_once()),
+        Tick("vault", settings.vault.every, maintainer.run),
+    ]
+    if settings.probe.lanes:
+        prober = Prober(Ledger(store, "tick:probe"), dict(settings.probe.lanes))
+        ticks.append(Tick("probe", settings.probe.every, prober.run))
+    scheduler = Scheduler(store, ticks, owner=feed.owner, vault=lambda db: Vault(db, key))
+    return App(settings, store, rules, handlers, feed, sweeper, scheduler, ticks, master_key=key, maintainer=maintainer)

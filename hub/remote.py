@@ -22,12 +22,14 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from ledger import SYSTEM, BackendError, Change, Clock, Conflict, Forbidden, Invalid, LedgerError, NotFound, Page, TooLarge
 from ledger.actor import parse_actor
 from ledger.document import check_db, check_id
+from vault import NeedsReauth, NoMasterKey, VaultError, WrongMasterKey
 
 from .auth import Unauthorized, sign_request
 
 log = logging.getLogger(__name__)
 
 ERRORS: dict[str, type[LedgerError]] = {
+    "vault": VaultError, "no_master_key": NoMasterKey, "wrong_master_key": WrongMasterKey, "needs_reauth": NeedsReauth,
     "invalid": Invalid, "too_large": TooLarge, "conflict": Conflict, "forbidden": Forbidden,
     "not_found": NotFound, "unauthorized": Unauthorized, "backend": BackendError,
 }
@@ -211,6 +213,21 @@ class RemoteStore:
                 log.warning("change stream interrupted (%s); reconnecting", type(exc).__name__)
                 if stop is not None and stop.wait(1.0):
                     return
+
+    # ---- the vault (write-only: metadata comes back, never a secret) ----------------------
+    def vault_put(self, platform: str, account: str, secret: str | dict[str, Any], verify: bool = False) -> dict[str, Any]:
+        path = f"/v1/vault/credentials/{quote(platform, safe='')}/{quote(account, safe='')}"
+        params = {"verify": "true"} if verify else {}
+        return self._request("PUT", path, params=params, json={"secret": secret})  # type: ignore[no-any-return]
+
+    def vault_list(self) -> list[dict[str, Any]]:
+        return self._request("GET", "/v1/vault/credentials")  # type: ignore[no-any-return]
+
+    def vault_show(self, cred_id: str) -> dict[str, Any]:
+        return self._request("GET", f"/v1/vault/credentials/{quote(cred_id, safe='')}")  # type: ignore[no-any-return]
+
+    def vault_rm(self, cred_id: str) -> None:
+        self._request("DELETE", f"/v1/vault/credentials/{quote(cred_id, safe='')}")
 
     def subscribe(self, listener: Callable[[Change | None], None]) -> Callable[[], None]:
         raise LedgerError("subscribing runs inside the hub; over the network use follow()")

@@ -43,6 +43,30 @@ class JobsSettings(BaseModel):
     _to_seconds = field_validator("lease", mode="before")(_seconds)
 
 
+class VaultSettings(BaseModel):
+    key_file: str = ""                 # or SKYHUB_VAULT_KEY_FILE / SKYHUB_VAULT_KEY / the OS keyring
+    every: float = 60.0                # the vault tick
+    refresh_after: float = 7 * 86400.0  # Meta long-lived tokens older than this are refreshed
+    min_age: float = 86400.0           # ... never before they are a day old
+    bluesky_refresh_before: float = 900.0
+    create_session_budget: int = 10    # Bluesky createSession fallbacks per UTC day
+    retries: int = 3
+    retry_wait: float = 0.5
+    bluesky_pds: str = "https://bsky.social"
+    instagram_url: str = "https://graph.instagram.com"
+    threads_url: str = "https://graph.threads.net"
+    graph_url: str = "https://graph.facebook.com/v21.0"
+
+    _to_seconds = field_validator("every", "refresh_after", "min_age", "bluesky_refresh_before", "retry_wait", mode="before")(_seconds)
+
+
+class ProbeSettings(BaseModel):
+    every: float = 300.0
+    lanes: dict[str, str] = {}         # name -> URL; none by default: configure the lanes you use
+
+    _to_seconds = field_validator("every", mode="before")(_seconds)
+
+
 def default_actor() -> str:
     try:
         name = getpass.getuser()
@@ -67,6 +91,8 @@ class Settings(BaseSettings):
     feed: FeedSettings = FeedSettings()
     sweep: SweepSettings = SweepSettings()
     jobs: JobsSettings = JobsSettings()
+    vault: VaultSettings = VaultSettings()
+    probe: ProbeSettings = ProbeSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -119,6 +119,7 @@ class Sweeper:
             new["status"] = edge.dst
             new["lastError"] = (
                 f"lease expired during attempt {body.get('attempts', 0)} of {machine.max_attempts}"
+                if "attempts" in body else "lease expired"
             )
             try:
                 machine.check(body, new, SWEEP_ACTOR, now)

@@ -61,6 +61,7 @@ class Machine:
     terminal: frozenset[str] = frozenset()
     max_attempts: int = 3
     create_by: tuple[ActorPattern, ...] | None = None
+    delete_by: tuple[ActorPattern, ...] = (ADMIN,)
     states: tuple[str, ...] = field(default=())
 
     def __init__(
@@ -75,6 +76,7 @@ class Machine:
         terminal: Iterable[str] | None = None,
         max_attempts: int = 3,
         create_by: Sequence[ActorPattern] | None = None,
+        delete_by: Sequence[ActorPattern] = (ADMIN,),
     ) -> None:
         check_db(db)
         if (type is None) == (kind is None):
@@ -87,6 +89,7 @@ class Machine:
         self.fixed = tuple(check_field(f) for f in fixed)
         self.max_attempts = max_attempts
         self.create_by = tuple(create_by) if create_by is not None else None
+        self.delete_by = tuple(delete_by)
         seen: list[str] = list(self.start)
         for edge in self.edges:
             for s in (*edge.src, edge.dst):
@@ -143,8 +146,9 @@ class Machine:
         ctx = GuardContext(actor=actor, now_ms=now_ms, max_attempts=self.max_attempts, noun=noun)
         is_admin = actor == "admin"
         if new is None:
-            if not is_admin:
-                raise Forbidden(f"only admin may delete a {noun}; {actor} may not")
+            if not is_admin and not any(p.matches(actor) for p in self.delete_by):
+                who = ", ".join(str(p) for p in self.delete_by)
+                raise Forbidden(f"{actor} may not delete a {noun} (only {who})")
             return
         if new.get(self.kind_field) != self.kind:
             raise Forbidden(f"a {noun}'s {self.kind_field} cannot change")

@@ -23,8 +23,8 @@ from .store import Ledger, Store
 
 log = logging.getLogger(__name__)
 
-_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
@@ -35,7 +35,7 @@ def parse_interval(text: str | float) -> float:
     else:
         match = _INTERVAL.match(str(text))
         if not match:
-            raise Invalid(f"interval {text!r} is not valid: use a number with ms, s, m or h, like '30s' or '1m'")
+            raise Invalid(f"interval {text!r} is not valid: use a number with ms, s, m, h or d, like '30s' or '1m'")
         seconds = float(match.group(1)) * _UNIT[match.group(2)]
     if seconds <= 0:
         raise Invalid(f"interval {text!r} must be positive")
@@ -82,15 +82,23 @@ class Tick:
 
 
 class Scheduler:
-    def __init__(self, store: Store, ticks: Sequence[Tick], *, clock: Clock = SYSTEM, owner: str | None = None) -> None:
+    def __init__(
+        self, store: Store, ticks: Sequence[Tick], *, clock: Clock = SYSTEM, owner: str | None = None,
+        vault: Callable[[Ledger], Any] | None = None,
+    ) -> None:
         self.store = store
+        self.vault = vault  # makes ctx.vault for a tick's ledger (backend ticks may decrypt)
         self.ticks = {t.name: t for t in ticks}
         self.clock = clock
         self.owner = owner or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._scheduler: Any = None
 
     def context(self, t: Tick) -> TickContext:
-        return TickContext(db=Ledger(self.store, t.actor), clock=self.clock, log=logging.getLogger(f"skyhub.tick.{t.name}"))
+        db = Ledger(self.store, t.actor)
+        return TickContext(
+            db=db, clock=self.clock, log=logging.getLogger(f"skyhub.tick.{t.name}"),
+            vault=self.vault(db) if self.vault else None,
+        )
 
     def scheduled_time(self, t: Tick, now_ms: int | None = None) -> datetime:
         """The latest epoch-aligned slot at or before now: the same in every process."""

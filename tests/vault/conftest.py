@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import pytest
+
+from hub.app import build_rules
+from ledger import FakeClock, Ledger, open_store
+from vault import Endpoints, Maintainer, Platforms, Policy, Vault, new_key_text, parse_key
+
+DAY = 86_400_000
+ENDPOINTS = Endpoints(
+    bluesky_pds="https://pds.test", instagram="https://ig.test", threads="https://threads.test", graph="https://graph.test/v21.0",
+)
+
+
+@pytest.fixture
+def key():
+    return parse_key(new_key_text(), "test")
+
+
+@pytest.fixture
+def env(tmp_path, key):
+    clock = FakeClock(1_800_000_000_000)
+    store = open_store(f"sqlite:///{tmp_path}/vault.db", build_rules(), clock)
+    person = Vault(Ledger(store, "user:ana"), key)
+    platforms = Platforms(ENDPOINTS, attempts=3, wait=0)
+    maintainer = Maintainer(Ledger(store, "tick:vault"), key, platforms, Policy())
+
+    class Env:
+        pass
+
+    e = Env()
+    e.store, e.clock, e.key, e.person, e.maintainer, e.platforms, e.path = store, clock, key, person, maintainer, platforms, tmp_path
+    yield e
+    platforms.close()
+    store.close()

@@ -1,0 +1,103 @@
+"""The master key: looked up in SKYHUB_VAULT_KEY, then a key file (SKYHUB_VAULT_KEY_FILE or
+``vault.key_file``), then the OS keyring (service ``skyhub``). Never a plaintext fallback."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import NoMasterKey, VaultError
+
+KEYRING_SERVICE = "skyhub"
+KEYRING_USER = "vault-master-key"
+ALTERNATIVES = (
+    "set SKYHUB_VAULT_KEY to a key (make one with `skyhub vault init --print`), or create a key file "
+    "with `skyhub vault init --key-file PATH` and set SKYHUB_VAULT_KEY_FILE=PATH (or vault.key_file)"
+)
+
+
+@dataclass(frozen=True)
+class MasterKey:
+    """32 bytes; ``key_id`` names it without revealing it."""
+
+    raw: bytes
+    source: str
+
+    @property
+    def key_id(self) -> str:
+        return hashlib.sha256(b"skyhub-vault-key-id\0" + self.raw).hexdigest()[:12]
+
+    def __repr__(self) -> str:
+        return f"MasterKey(id={self.key_id}, source={self.source!r})"
+
+
+def new_key_text() -> str:
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+
+
+def parse_key(text: str, source: str) -> MasterKey:
+    try:
+        raw = base64.urlsafe_b64decode(text.strip().encode())
+    except (ValueError, TypeError):
+        raw = b""
+    if len(raw) != 32:
+        raise VaultError(f"the vault key from {source} is not valid: expected 32 bytes of url-safe base64 (from `skyhub vault init`)")
+    return MasterKey(raw, source)
+
+
+def load_master_key(key_file: str | None = None) -> MasterKey:
+    env = os.environ.get("SKYHUB_VAULT_KEY")
+    if env:
+        return parse_key(env, "SKYHUB_VAULT_KEY")
+    path = os.environ.get("SKYHUB_VAULT_KEY_FILE") or key_file
+    if path:
+        file = Path(path)
+        try:
+            mode = file.stat().st_mode & 0o777
+            text = file.read_text()
+        except OSError as exc:
+            raise VaultError(f"cannot read the vault key file {path}: {exc.strerror}") from None
+        if mode & 0o077:
+            raise VaultError(f"the vault key file {path} is readable by others (mode {mode:o}): chmod 600 {path}")
+        return parse_key(text, f"key file {path}")
+    import keyring
+    from keyring.errors import KeyringError, NoKeyringError
+
+    try:
+        stored = keyring.get_password(KEYRING_SERVICE, KEYRING_USER)
+    except NoKeyringError:
+        raise NoMasterKey(f"no vault key: this machine has no OS keyring; {ALTERNATIVES}") from None
+    except KeyringError as exc:
+        raise NoMasterKey(f"no vault key: the OS keyring failed ({type(exc).__name__}); {ALTERNATIVES}") from None
+    if not stored:
+        raise NoMasterKey(f"no vault key: run `skyhub vault init` to put one in the OS keyring, or {ALTERNATIVES}")
+    return parse_key(stored, "the OS keyring")
+
+
+def init_key(key_file: str | None = None) -> str:
+    """Make a new master key in ``key_file`` (mode 0600) or the OS keyring; says where."""
+    text = new_key_text()
+    if key_file:
+        try:
+            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            raise VaultError(f"{key_file} exists: refusing to replace a vault key (every sealed secret depends on it)") from None
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text + "\n")
+        return f"key file {key_file} (mode 0600); set SKYHUB_VAULT_KEY_FILE={key_file}"
+    import keyring
+    from keyring.errors import KeyringError, NoKeyringError
+
+    try:
+        if keyring.get_password(KEYRING_SERVICE, KEYRING_USER):
+            raise VaultError("the OS keyring already holds a vault key: refusing to replace it")
+        keyring.set_password(KEYRING_SERVICE, KEYRING_USER, text)
+    except NoKeyringError:
+        raise NoMasterKey(f"this machine has no OS keyring; {ALTERNATIVES}") from None
+    except KeyringError as exc:
+        raise NoMasterKey(f"the OS keyring failed ({type(exc).__name__}); {ALTERNATIVES}") from None
+    return f"the OS keyring (service {KEYRING_SERVICE!r})"

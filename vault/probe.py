@@ -1,0 +1,70 @@
+"""Egress probes: one cheap request per API lane, one document per lane in ``probes``.
+
+A lane is reachable when it answers at all below 500 (an auth error from a probe without a
+token still proves the network path works); timeouts, connection errors and 5xx are not.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import httpx
+
+from ledger import Conflict, Ledger, NotFound
+
+log = logging.getLogger(__name__)
+DB = "probes"
+
+
+def default_lanes(endpoints: Any) -> dict[str, str]:
+    return {
+        "bluesky-pds": f"{endpoints.bluesky_pds}/xrpc/_health",
+        "graph-api": f"{endpoints.graph}/",
+        "threads": f"{endpoints.threads}/",
+    }
+
+
+class Prober:
+    def __init__(self, db: Ledger, lanes: dict[str, str], client: httpx.Client | None = None, timeout: float = 5.0) -> None:
+        self.db = db  # bound to tick:probe
+        self.lanes = lanes
+        self.client = client or httpx.Client(timeout=timeout)
+
+    def run(self, event: Any = None, ctx: Any = None) -> dict[str, bool]:
+        return {lane: self.probe(lane, url) for lane, url in self.lanes.items()}
+
+    def probe(self, lane: str, url: str) -> bool:
+        started = time.perf_counter()
+        error = None
+        try:
+            response = self.client.get(url)
+            ok = response.status_code < 500
+            if not ok:
+                error = f"HTTP {response.status_code}"
+        except httpx.TimeoutException:
+            ok, error = False, "timed out"
+        except httpx.TransportError as exc:
+            ok, error = False, f"{type(exc).__name__}: {exc}"[:300]
+        latency = round((time.perf_counter() - started) * 1000, 1)
+        now = self.db.store.clock.now_ms()  # type: ignore[attr-defined]
+        body = {"kind": "probe", "lane": lane, "url": url, "ok": ok, "latencyMs": latency, "lastError": error, "checkedAt": now}
+        try:
+            head = self.db.get(DB, lane)
+            if not ok:
+                body["lastOkAt"] = head.get("lastOkAt")
+            else:
+                body["lastOkAt"] = now
+            self.db.put(DB, body, lane, if_rev=head["_rev"])
+        except NotFound:
+            body["lastOkAt"] = now if ok else None
+            try:
+                self.db.put(DB, body, lane, create_only=True)
+            except Conflict:
+                pass
+        except Conflict:
+            pass  # another process probed at the same moment
+        if not ok:
+            log.warning("probe %s failed: %s", lane, error, extra={"lane": lane})
+        return ok
