@@ -142,7 +142,7 @@ class Maintainer:
             try:
                 session = self.platforms.bluesky_refresh_session(secret)
             except AuthFailure as exc:
-                log.info("vault: %s refresh refused (%s); falling back to createSession", doc["_id"], exc.reason)
+                log.info("vault: %s refresh refused (%s); falling back to createSession", doc["_id"], scrub(exc.reason, secret))
                 return self._create_session(doc, secret)
             return self._session_updates(secret, session, now)
         call = {"instagram": self.platforms.refresh_instagram, "threads": self.platforms.refresh_threads,
