@@ -198,9 +198,9 @@ def build_app(settings: Settings) -> App:
                 max_tries=f.max_tries, timeout=f.handler_timeout, backoff=f.backoff,
             )
         )
-    feed = Feed(store, handlers, lease_ms=int(f.lease * 1000), batch_size=f.batch_size)
-    sweeper = Sweeper(store, rules, safety_interval=settings.sweep.safety_interval)
     key = KeyLoader(settings.vault.key_file)
+    feed = Feed(store, handlers, lease_ms=int(f.lease * 1000), batch_size=f.batch_size, vault=lambda db: Vault(db, key))
+    sweeper = Sweeper(store, rules, safety_interval=settings.sweep.safety_interval)
     maintainer = Maintainer(Ledger(store, "tick:vault"), key, platforms_for(settings), vault_policy(settings))
     ticks = [
         Tick("sweep", settings.sweep.safety_interval, lambda event, ctx: sweeper.sweep_once()),

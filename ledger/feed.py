@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import Any
 
 from .actor import handler as handler_actor
 from .actor import user
@@ -70,6 +71,7 @@ class HandlerContext:
     handler: str
     tries: int = 0  # failed deliveries of this change before this one
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("skyhub.handler"))
+    vault: Any = None  # the vault as this handler sees it (backend actors may decrypt)
 
     def now(self) -> int:
         return self.clock.now_ms()
@@ -99,8 +101,10 @@ class Feed:
         lease_ms: int = 10_000,
         batch_size: int = 10,
         idle_interval: float = 1.0,
+        vault: Callable[[Ledger], Any] | None = None,
     ) -> None:
         self.store = store
+        self.vault = vault
         self.handlers = list(handlers)
         self.clock = clock
         self.owner = owner or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -225,7 +229,8 @@ class Feed:
         return lease_until
 
     def _deliver(self, h: Handler, batch: Batch, change: Change, tries: int, lease_until: int) -> tuple[str | None, int]:
-        ctx = HandlerContext(db=Ledger(self.store, h.actor), clock=self.clock, handler=h.name, tries=tries)
+        db = Ledger(self.store, h.actor)
+        ctx = HandlerContext(db=db, clock=self.clock, handler=h.name, tries=tries, vault=self.vault(db) if self.vault else None)
         worker = self._workers.get(h.cursor)
         if worker is None:
             worker = self._workers[h.cursor] = _Worker(h.cursor)
