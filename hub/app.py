@@ -8,6 +8,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot import MENTIONS, STATE_DB, Guardrails, Ingester, Replier
+from bot.bluesky import Bluesky
 from ledger import ADMIN, Feed, Handler, Ledger, LedgerError, Rules, Scheduler, Tick, deadletter_machine, open_store, tick, user
 from ledger.jobs import JOBS, jobs_handler
 from ledger.lease import Sweeper
@@ -23,8 +25,9 @@ log = logging.getLogger(__name__)
 
 def build_rules() -> Rules:
     """Every machine skyhub knows. Later products declare theirs here."""
-    rules = Rules([JOBS, deadletter_machine(), CREDENTIALS])
+    rules = Rules([JOBS, deadletter_machine(), CREDENTIALS, MENTIONS])
     rules.allow(PROBES, free=[tick("probe"), user(), ADMIN], blind=[user(), ADMIN])
+    rules.allow(STATE_DB, free=[tick("ingest"), user(), ADMIN])
     protect(rules)
     return rules
 
@@ -206,6 +209,21 @@ def build_app(settings: Settings) -> App:
         Tick("sweep", settings.sweep.safety_interval, lambda event, ctx: sweeper.sweep_once()),
         Tick("vault", settings.vault.every, maintainer.run),
     ]
+    if settings.bot.handle:
+        b = settings.bot
+
+        def session() -> Bluesky:
+            # the vault tick keeps this session fresh; the bot only uses it
+            secret = Vault(Ledger(store, "tick:ingest"), key).reveal(f"bluesky:{b.handle}")
+            if "session" not in secret:
+                from vault import NeedsReauth
+
+                raise NeedsReauth(f"bluesky:{b.handle} has no session yet: the vault tick makes one after the paste is verified")
+            return Bluesky(b.pds, secret["session"])
+
+        guardrails = Guardrails.load(b.guardrails or None)
+        ticks.append(Tick("ingest", b.ingest_every, Ingester(Ledger(store, "tick:ingest"), session, guardrails).run))
+        ticks.append(Tick("reply", b.reply_every, Replier(Ledger(store, "tick:reply"), session, b.reply_template).run))
     if settings.probe.lanes:
         prober = Prober(Ledger(store, "tick:probe"), dict(settings.probe.lanes))
         ticks.append(Tick("probe", settings.probe.every, prober.run))

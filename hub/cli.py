@@ -525,6 +525,36 @@ def device_revoke(state: State, name: str) -> None:
     click.echo(json.dumps({"revoked": name}))
 
 
+# ---- the builder lane ----------------------------------------------------------------------
+@main.group("build")
+def build_group() -> None:
+    """The builder lane: turn pending-build mentions into built pages.
+
+    Example: skyhub build run --max 5
+    """
+
+
+@build_group.command("run")
+@click.option("--max", "max_jobs", type=click.IntRange(1, 100), default=5, show_default=True, help="Build at most this many mentions.")
+@click.option("--as", "as_actor", metavar="ACTOR", default="device:builder", show_default=True, help="Locally: the actor to claim as (over --hub the credential decides).")
+@click.pass_obj
+def build_run(state: State, max_jobs: int, as_actor: str) -> None:
+    """Claim pending-build mentions, run the codegen command for each, write built or build-failed.
+
+    Example: skyhub --hub https://hub.example.org --device gha-builder build run --max 5
+    """
+    from bot import Builder, BuildSettings
+    from ledger import Ledger
+
+    s = state.settings.bot
+    store = state.store
+    actor = store.actor if state.remote else as_actor
+    parse_actor(actor)
+    settings = BuildSettings(command=s.codegen, lease_ms=int(s.build_lease * 1000), timeout_s=s.build_timeout, max_jobs=max_jobs)
+    builder = Builder(Ledger(store, actor), settings, progress=lambda line: click.echo(f"skyhub: {line}", err=True))
+    click.echo(json.dumps(builder.run(max_jobs)))
+
+
 # ---- the vault ---------------------------------------------------------------------------
 @main.group("vault")
 def vault_group() -> None:

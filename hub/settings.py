@@ -60,6 +60,20 @@ class VaultSettings(BaseModel):
     _to_seconds = field_validator("every", "refresh_after", "min_age", "bluesky_refresh_before", "retry_wait", mode="before")(_seconds)
 
 
+class BotSettings(BaseModel):
+    handle: str = ""                    # the bot's account; its app password goes in the vault
+    pds: str = "https://bsky.social"
+    ingest_every: float = 30.0
+    reply_every: float = 30.0
+    guardrails: str = ""                # default: config/guardrails.toml
+    reply_template: str = "Your build is ready: {url}"
+    codegen: str = "python -m bot.codegen"
+    build_lease: float = 900.0
+    build_timeout: float = 600.0
+
+    _to_seconds = field_validator("ingest_every", "reply_every", "build_lease", "build_timeout", mode="before")(_seconds)
+
+
 class ProbeSettings(BaseModel):
     every: float = 300.0
     lanes: dict[str, str] = {}         # name -> URL; none by default: configure the lanes you use
@@ -93,6 +107,7 @@ class Settings(BaseSettings):
     jobs: JobsSettings = JobsSettings()
     vault: VaultSettings = VaultSettings()
     probe: ProbeSettings = ProbeSettings()
+    bot: BotSettings = BotSettings()
 
     @classmethod
     def settings_customise_sources(

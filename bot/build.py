@@ -1,0 +1,124 @@
+"""The builder lane: claim ``pending-build`` mentions as ``device:builder``, run the codegen
+command for each, and write ``built`` (with its result) or ``build-failed`` (with the tail of
+its log). Works the same against a local store or a hub (the store interface over HTTP).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ledger import Conflict, Forbidden, Ledger, LedgerError
+from ledger.lease import claim, finish, heartbeat
+
+from .machine import DB, MENTIONS
+
+log = logging.getLogger(__name__)
+TAIL = 2000
+
+
+@dataclass
+class BuildSettings:
+    command: str = "python -m bot.codegen"
+    lease_ms: int = 15 * 60_000
+    timeout_s: float = 10 * 60.0  # shorter than the lease
+    max_jobs: int = 5
+
+
+class Builder:
+    def __init__(self, db: Ledger, settings: BuildSettings, *, now: Callable[[], int] | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
+        self.db = db
+        self.settings = settings
+        self.now = now or (lambda: int(time.time() * 1000))
+        self.progress = progress or (lambda line: None)
+
+    def run(self, max_jobs: int | None = None) -> dict[str, int]:
+        claims = [e for e in MENTIONS.edges if "pending-build" in e.src and e.dst == "building"]
+        if not any(e.allows(self.db.actor) for e in claims):
+            who = ", ".join(str(p) for e in claims for p in e.by)
+            raise Forbidden(f"{self.db.actor} may not build mentions (only {who}): run the lane with the builder's credential")
+        limit = max_jobs or self.settings.max_jobs
+        counts: dict[str, int] = {}
+        page = self.db.query(DB, "status", "pending-build", limit=min(100, limit * 3))
+        candidates = [d for d in page.docs if d.get("kind") == "mention"]
+        done = 0
+        for doc in candidates:
+            if done >= limit:
+                break
+            try:
+                held = claim(self.db, DB, doc, "building", self.settings.lease_ms, self.now())
+            except (Conflict, Forbidden):
+                counts["lost"] = counts.get("lost", 0) + 1
+                continue  # another builder took it, or its attempts are used up
+            done += 1
+            self.progress(f"[{done}/{limit}] building {held['_id']} (attempt {held['attempts']}): {held.get('text', '')[:60]!r}")
+            outcome = self.build(held)
+            counts[outcome] = counts.get(outcome, 0) + 1
+        if not candidates:
+            self.progress("nothing to build")
+        return counts
+
+    def build(self, held: dict[str, Any]) -> str:
+        state = {"doc": held}
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def renew() -> None:  # keep the lease while codegen runs
+            while not stop.wait(self.settings.lease_ms / 3000):
+                with lock:
+                    try:
+                        state["doc"] = heartbeat(self.db, DB, state["doc"], self.settings.lease_ms, self.now())
+                    except LedgerError as exc:
+                        log.warning("build %s: could not renew the lease: %s", held["_id"], exc.reason)
+                        return
+
+        beat = threading.Thread(target=renew, name="build-heartbeat", daemon=True)
+        beat.start()
+        try:
+            result, log_tail = self._codegen(held)
+        finally:
+            stop.set()
+            beat.join()
+        try:
+            if result is not None:
+                finish(self.db, DB, state["doc"], "built", result=result, lastError=None)
+                self.progress(f"    built: {result.get('url', result)}")
+                return "built"
+            finish(self.db, DB, state["doc"], "build-failed", lastError=log_tail)
+            self.progress(f"    build failed: {log_tail.splitlines()[-1] if log_tail else 'no output'}")
+            return "build-failed"
+        except (Conflict, Forbidden) as exc:
+            self.progress(f"    lost the claim before finishing: {exc.reason}")
+            return "stale"
+
+    def _codegen(self, doc: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        job = {k: v for k, v in doc.items() if k not in ("claimId", "leaseUntil")}
+        try:
+            proc = subprocess.run(
+                shlex.split(self.settings.command), input=json.dumps(job), capture_output=True, text=True,
+                timeout=self.settings.timeout_s,
+            )
+        except subprocess.TimeoutExpired as exc:
+            out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            return None, (out + f"\ncodegen timed out after {self.settings.timeout_s:g} s")[-TAIL:]
+        except OSError as exc:
+            return None, f"cannot run the codegen command {self.settings.command!r}: {exc.strerror}"
+        log_text = (proc.stdout + proc.stderr)[-TAIL:]
+        if proc.returncode != 0:
+            return None, (log_text + f"\ncodegen exited with {proc.returncode}")[-TAIL:]
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        try:
+            result = json.loads(lines[-1]) if lines else None
+        except json.JSONDecodeError:
+            result = None
+        if not isinstance(result, dict):
+            return None, (log_text + "\ncodegen printed no JSON result on its last line (e.g. {\"url\": ...})")[-TAIL:]
+        return result, log_text

@@ -1,0 +1,135 @@
+"""The reply tick: for each ``built`` mention, reply in the thread with the link, once.
+
+Never twice: the reply's record key is written on the document *before* posting, and a retry
+that finds a record under that key records it instead of posting again. A thread muted or
+closed to replies since ingest ends in ``skipped``. A 429 waits for its reset (``waitUntil``)
+and is not an attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from ledger import Conflict, Forbidden, Ledger
+
+from .bluesky import Bluesky
+from .errors import BotError, RateLimited, SessionInvalid
+from .machine import DB
+
+log = logging.getLogger(__name__)
+MAX_TRIES = 3
+_B32 = "234567abcdefghijklmnopqrstuvwxyz"
+
+
+def new_rkey(now_ms: int) -> str:
+    """A TID: 53 bits of microseconds and 10 bits of clock id, in sortable base32."""
+    value = ((now_ms * 1000 + random.randrange(1000)) << 10) | random.randrange(1024)
+    out = ""
+    for _ in range(13):
+        out = _B32[value & 31] + out
+        value >>= 5
+    return out
+
+
+def reply_text(template: str, url: str) -> tuple[str, list[dict[str, Any]]]:
+    """The text and its link facet (byte offsets into the UTF-8 text)."""
+    text = template.format(url=url)
+    start = text.encode().find(url.encode())
+    facets = []
+    if start >= 0:
+        facets.append({
+            "index": {"byteStart": start, "byteEnd": start + len(url.encode())},
+            "features": [{"$type": "app.bsky.richtext.facet#link", "uri": url}],
+        })
+    return text, facets
+
+
+def permalink(uri: str) -> str:
+    did, _, rkey = uri.removeprefix("at://").split("/")
+    return f"https://bsky.app/profile/{did}/post/{rkey}"
+
+
+class Replier:
+    def __init__(self, db: Ledger, bluesky: Callable[[], Bluesky], template: str = "Your build is ready: {url}") -> None:
+        self.db = db  # bound to tick:reply
+        self.bluesky = bluesky
+        self.template = template
+
+    def now(self) -> int:
+        return int(self.db.store.clock.now_ms())  # type: ignore[attr-defined]
+
+    def run(self, event: Any = None, ctx: Any = None) -> dict[str, int]:
+        built = [d for d in self.db.query_all(DB, "status", "built") if d.get("kind") == "mention"]
+        due = [d for d in built if int(d.get("waitUntil") or 0) <= self.now()]
+        counts: dict[str, int] = {}
+        if not due:
+            return counts
+        bsky = self.bluesky()
+        try:
+            viewer = bsky.get_posts([d["uri"] for d in due])
+            for doc in due:
+                outcome = self.reply(bsky, doc, viewer.get(doc["uri"]))
+                counts[outcome] = counts.get(outcome, 0) + 1
+                if outcome == "rate-limited":
+                    break  # the whole account is limited: stop this tick
+        finally:
+            bsky.close()
+        return counts
+
+    def reply(self, bsky: Bluesky, doc: dict[str, Any], post: dict[str, Any] | None) -> str:
+        viewer = (post or {}).get("viewer", {})
+        if post is None:
+            return self._move(doc, "skipped", skipReason="deleted")
+        if viewer.get("threadMuted"):
+            return self._move(doc, "skipped", skipReason="muted thread")
+        if viewer.get("replyDisabled"):
+            return self._move(doc, "skipped", skipReason="replies disabled")
+        if not doc.get("replyRkey"):  # fix the record key first: a retry reuses it
+            fixed = self._update(doc, replyRkey=new_rkey(self.now()))
+            if fixed is None:
+                return "moved"
+            doc = fixed
+        url = (doc.get("result") or {}).get("url")
+        if not url:
+            return self._move(doc, "error", lastError="the build result has no url")
+        text, facets = reply_text(self.template, url)
+        created = datetime.fromtimestamp(self.now() / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+        try:
+            posted = bsky.reply(doc["replyRkey"], text, facets, doc["root"], doc["parent"], created)
+        except RateLimited as exc:  # wait for the reset; not an attempt
+            self._update(doc, waitUntil=exc.reset_at or self.now() + 60_000, lastError=exc.reason)
+            return "rate-limited"
+        except SessionInvalid as exc:
+            self._update(doc, held={"credential": "bluesky", "reason": exc.reason, "since": self.now()})
+            return "held"
+        except BotError as exc:
+            tries = int(doc.get("replyTries") or 0) + 1
+            if tries >= MAX_TRIES:
+                return self._move(doc, "error", lastError=exc.reason, replyTries=tries)
+            self._update(doc, replyTries=tries, lastError=exc.reason)
+            return "retry"
+        return self._move(doc, "replied", replyUri=posted["uri"], replyCid=posted["cid"], permalink=permalink(posted["uri"]),
+                          repliedAt=self.now(), lastError=None, waitUntil=None, held=None)
+
+    def _body(self, doc: dict[str, Any], **fields: Any) -> dict[str, Any]:
+        body = {k: v for k, v in doc.items() if not k.startswith("_")}
+        body.update(fields)
+        return {k: v for k, v in body.items() if v is not None or k in ("lastError",)}
+
+    def _update(self, doc: dict[str, Any], **fields: Any) -> dict[str, Any] | None:
+        try:
+            return self.db.put(DB, self._body(doc, **fields), doc["_id"], if_rev=doc["_rev"])
+        except (Conflict, Forbidden):
+            return None
+
+    def _move(self, doc: dict[str, Any], status: str, **fields: Any) -> str:
+        try:
+            self.db.put(DB, self._body(doc, status=status, **fields), doc["_id"], if_rev=doc["_rev"])
+        except (Conflict, Forbidden):
+            return "moved"
+        log.info("reply: %s is %s", doc["_id"], status, extra={"db": DB, "id": doc["_id"]})
+        return status
