@@ -541,7 +541,7 @@ def build_group() -> None:
 def build_run(state: State, max_jobs: int, as_actor: str) -> None:
     """Claim pending-build mentions, run the codegen command for each, write built or build-failed.
 
-    Example: skyhub --hub https://hub.example.org --device gha-builder build run --max 5
+    Example: skyhub build run --max 5
     """
     from bot import Builder, BuildSettings
     from ledger import Ledger
