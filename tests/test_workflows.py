@@ -67,10 +67,10 @@ def test_build_mentions_runs_every_five_minutes_off_the_hour_and_by_hand() -> No
     assert "workflow_dispatch" in on
 
 
-def test_build_mentions_runs_never_overlap_and_read_only() -> None:
+def test_build_mentions_runs_never_overlap_and_may_only_write_its_pages() -> None:
     wf = load(BUILD)
     assert wf["concurrency"] == {"group": "build-mentions", "cancel-in-progress": False}
-    assert wf["permissions"] == {"contents": "read"}
+    assert wf["permissions"] == {"contents": "write"}  # the gh-pages branch, nothing else
 
 
 def test_build_mentions_signs_as_the_device_from_repository_configuration() -> None:
@@ -141,11 +141,12 @@ def test_workflows_run_only_skyhub_commands_that_exist(path: Path) -> None:
             resolve(args)
 
 
-def test_the_builder_is_a_disabled_placeholder_until_skyhub_build_exists() -> None:
-    builders = [s for s in steps(load(BUILD)) if any(a[:2] == ["build", "run"] for a in skyhub_calls(str(s.get("run", ""))))]
-    assert len(builders) == 1
-    from hub.cli import main
-
-    assert isinstance(main, click.Group)
-    if "build" not in main.commands:
-        assert builders[0].get("if") is False, "`skyhub build run` does not exist yet: keep its step `if: false`"
+def test_the_builder_step_builds_with_the_device_key_and_publishes_the_pages() -> None:
+    all_steps = steps(load(BUILD))
+    builders = [s for s in all_steps if any(a[:2] == ["build", "run"] for a in skyhub_calls(str(s.get("run", ""))))]
+    assert len(builders) == 1 and builders[0].get("if") is not False, "the builder step must run"
+    env = builders[0].get("env", {})
+    assert env.get("SKYHUB_DEVICE_KEY") == "${{ secrets.SKYHUB_DEVICE_KEY }}" and env.get("SKYHUB_BUILD_OUT") == "site"
+    names = [s.get("name", "") for s in all_steps]
+    assert names.index("Build pending mentions") < names.index("Publish the pages")
+    assert load(BUILD)["permissions"] == {"contents": "write"}
