@@ -1,0 +1,44 @@
+"""The builder lane against a real hub over HTTP, signing as a device."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from hub.auth import approve_device, new_device_key, private_key_to_pem, public_key_of
+from tests.hubproc import ROOT, Hub
+
+
+def test_skyhub_build_run_against_a_hub_with_a_device_credential(tmp_path):
+    hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False)
+    try:
+        key = new_device_key()
+        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key))
+        ids = []
+        for i, text in enumerate(["@skybot.test make me a pomodoro timer", "@skybot.test a to-do list please"]):
+            uri = f"at://did:plc:alice/app.bsky.feed.post/3kb{i}"
+            doc = {"kind": "mention", "status": "pending-build", "uri": uri, "cid": f"bafy{i}", "text": text, "authorDid": "did:plc:alice",
+                   "root": {"uri": uri, "cid": f"bafy{i}"}, "parent": {"uri": uri, "cid": f"bafy{i}"}, "attempts": 0}
+            ids.append(hub.admin.put("requests", doc, f"did:plc:alice:3kb{i}", actor="tick:ingest", create_only=True)["_id"])
+        env = {
+            **os.environ, "PYTHONPATH": str(ROOT), "SKYHUB_HUB_URL": hub.url, "SKYHUB_DEVICE": "gha-builder",
+            "SKYHUB_DEVICE_KEY": private_key_to_pem(key), "SKYHUB_BUILD_OUT": str(tmp_path / "site"),
+            "SKYHUB_BUILD_BASE_URL": "https://owner.github.io/builds", "SKYHUB_BOT__CODEGEN": f"{sys.executable} -m bot.codegen",
+        }
+        proc = subprocess.run([sys.executable, "-m", "hub", "build", "run", "--max", "5"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == {"built": 2}
+        assert "[1/5] building" in proc.stderr and "built: https://owner.github.io/builds/" in proc.stderr
+        assert "PRIVATE KEY" not in proc.stderr + proc.stdout
+        for doc_id in ids:
+            doc = hub.admin.get("requests", doc_id)
+            assert doc["status"] == "built" and doc["result"]["url"].startswith("https://owner.github.io/builds/did-plc-alice-3kb")
+            assert [(c.doc["status"], c.actor) for c in hub.admin.history("requests", doc_id)] == [
+                ("pending-build", "tick:ingest"), ("building", "device:builder"), ("built", "device:builder")]
+        assert len(list((tmp_path / "site").glob("*/index.html"))) == 2
+        again = subprocess.run([sys.executable, "-m", "hub", "build", "run"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        assert json.loads(again.stdout) == {} and "nothing to build" in again.stderr
+    finally:
+        hub.stop()
