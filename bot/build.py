@@ -9,6 +9,7 @@ import json
 import logging
 import shlex
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -101,9 +102,12 @@ class Builder:
 
     def _codegen(self, doc: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         job = {k: v for k, v in doc.items() if k not in ("claimId", "leaseUntil")}
+        argv = shlex.split(self.settings.command)
+        if argv and argv[0] == "python":  # "python" means the Python that runs skyhub
+            argv[0] = sys.executable
         try:
             proc = subprocess.run(
-                shlex.split(self.settings.command), input=json.dumps(job), capture_output=True, text=True,
+                argv, input=json.dumps(job), capture_output=True, text=True,
                 timeout=self.settings.timeout_s,
             )
         except subprocess.TimeoutExpired as exc:

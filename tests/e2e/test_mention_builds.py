@@ -1,0 +1,133 @@
+"""Mention builds end to end on a real local Bluesky network (@atproto/dev-env): `skyhub run`
+ingests the mentions, `skyhub build run` builds them as a device over the hub's API, and the
+reply tick answers in each thread. Everything is asserted through the AppView."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from hub.auth import approve_device, new_device_key, private_key_to_pem, public_key_of
+from tests.hubproc import ROOT, Hub
+from vault import new_key_text
+
+
+def wait_for(what, check, timeout=90.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_mentions_are_ingested_built_and_replied_to_once(bsky_network, tmp_path):
+    net = bsky_network
+    bot = net.create_account("skybot.test", "bot-password-1")
+    alice, bob, carol = (net.create_account(h) for h in ("alice.test", "bob.test", "carol.test"))
+    guardrails = tmp_path / "guardrails.toml"
+    guardrails.write_text('per_author_daily = 2\nmax_age = "1h"\n[blocklist]\nhandles = ["carol.test"]\n')
+
+    # the conversation, before the bot starts
+    first = net.post(alice, "@skybot.test make me a pomodoro timer", mentions=[bot])
+    second = net.post(alice, "@skybot.test make me a todo list", mentions=[bot])
+    over_cap = net.post(alice, "@skybot.test and a counter", mentions=[bot])
+    thread_root = net.post(alice, "what should we build today?")
+    in_thread = net.reply(bob, thread_root, "@skybot.test a dice roller for this thread", mentions=[bot])
+    blocked = net.post(carol, "@skybot.test build me anything", mentions=[bot])
+    muted_root = net.post(alice, "a thread the bot has muted")
+    net.procedure("app.bsky.graph.muteThread", {"root": muted_root.uri}, account=bot)
+    in_muted = net.reply(bob, muted_root, "@skybot.test hello in here", mentions=[bot])
+    net.process_all()
+
+    hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False, env={
+        "SKYHUB_VAULT_KEY": new_key_text(), "SKYHUB_VAULT__BLUESKY_PDS": net.pds, "SKYHUB_VAULT__EVERY": "1s",
+        "SKYHUB_BOT__HANDLE": "skybot.test", "SKYHUB_BOT__PDS": net.pds, "SKYHUB_BOT__GUARDRAILS": str(guardrails),
+        "SKYHUB_BOT__INGEST_EVERY": "1s", "SKYHUB_BOT__REPLY_EVERY": "1s", "SKYHUB_LOG_LEVEL": "INFO",
+    })
+    try:
+        ops = hub.client("user:ops")
+        meta = ops.vault_put("bluesky", "skybot.test", bot.password, verify=True)
+        assert meta["status"] == "ok" and meta["needsReauth"] is False, meta
+
+        mentions = {"first": first, "second": second, "over_cap": over_cap, "in_thread": in_thread, "blocked": blocked, "in_muted": in_muted}
+        ids = {name: f"{ref.uri.split('/')[2]}:{ref.uri.split('/')[-1]}" for name, ref in mentions.items()}
+
+        def ingested():
+            docs = {}
+            for name, doc_id in ids.items():
+                try:
+                    docs[name] = hub.admin.get("requests", doc_id)
+                except Exception:
+                    return None
+            return docs
+
+        docs = wait_for("the ingest tick", ingested)
+        assert {n: (d["status"], d.get("skipReason")) for n, d in docs.items()} == {
+            "first": ("pending-build", None), "second": ("pending-build", None), "over_cap": ("skipped", "author cap"),
+            "in_thread": ("pending-build", None), "blocked": ("skipped", "blocklist"), "in_muted": ("skipped", "muted thread"),
+        }
+        assert docs["in_thread"]["root"] == {"uri": thread_root.uri, "cid": thread_root.cid}
+        # duplicate ingest: forget the checkpoint; the next ticks find the same mentions, write nothing
+        checkpoint = hub.admin.get("bot", "ingest-checkpoint")
+        hub.admin.delete("bot", "ingest-checkpoint", actor="admin", if_rev=checkpoint["_rev"])
+        wait_for("a new checkpoint", lambda: _exists(hub.admin, "bot", "ingest-checkpoint"))
+        assert all(len(hub.admin.history("requests", doc_id)) == 1 for doc_id in ids.values())
+
+        # the builder lane, as a device over the hub's API
+        key = new_device_key()
+        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key))
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "SKYHUB_HUB_URL": hub.url, "SKYHUB_DEVICE": "gha-builder",
+               "SKYHUB_DEVICE_KEY": private_key_to_pem(key), "SKYHUB_BUILD_OUT": str(tmp_path / "site"),
+               "SKYHUB_BUILD_BASE_URL": "https://skyhub.example/builds"}
+        built = subprocess.run([sys.executable, "-m", "hub", "build", "run", "--max", "10"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert built.returncode == 0, built.stderr
+        assert json.loads(built.stdout) == {"built": 3}
+
+        accepted = ("first", "second", "in_thread")
+        wait_for("the reply tick", lambda: all(hub.admin.get("requests", ids[n])["status"] == "replied" for n in accepted))
+        net.process_all()
+
+        # through the AppView: one reply from the bot per accepted mention, in its thread, with a working link
+        for name in accepted:
+            doc = hub.admin.get("requests", ids[name])
+            thread = net.query("app.bsky.feed.getPostThread", {"uri": mentions[name].uri, "depth": 2})["thread"]
+            from_bot = [r for r in thread.get("replies", []) if r["post"]["author"]["did"] == bot.did]
+            assert len(from_bot) == 1, name
+            post = from_bot[0]["post"]
+            assert post["uri"] == doc["replyUri"] and doc["permalink"] == f"https://bsky.app/profile/{bot.did}/post/{doc['replyRkey']}"
+            record = post["record"]
+            assert record["reply"]["parent"]["uri"] == mentions[name].uri
+            assert record["reply"]["root"]["uri"] == (thread_root.uri if name == "in_thread" else mentions[name].uri)
+            (facet,) = record["facets"]
+            url = doc["result"]["url"]
+            link = record["text"].encode()[facet["index"]["byteStart"]:facet["index"]["byteEnd"]].decode()
+            assert link == url and facet["features"][0]["uri"] == url
+            assert (tmp_path / "site" / url.rstrip("/").rsplit("/", 1)[1] / "index.html").exists()
+            assert [(c.doc["status"], c.actor) for c in hub.admin.history("requests", ids[name])] == [
+                ("pending-build", "tick:ingest"), ("building", "device:builder"), ("built", "device:builder"),
+                ("built", "tick:reply"), ("replied", "tick:reply")]
+        for name in ("over_cap", "blocked", "in_muted"):
+            thread = net.query("app.bsky.feed.getPostThread", {"uri": mentions[name].uri, "depth": 2})["thread"]
+            assert not [r for r in thread.get("replies", []) if r["post"]["author"]["did"] == bot.did], name
+            assert [c.actor for c in hub.admin.history("requests", ids[name])] == ["tick:ingest"]
+        # and the reply tick, running on, never posts twice
+        time.sleep(3)
+        net.process_all()
+        feed = net.query("app.bsky.feed.getAuthorFeed", {"actor": bot.did, "limit": 50})["feed"]
+        assert len([item for item in feed if item["post"]["author"]["did"] == bot.did]) == 3
+    finally:
+        hub.stop()
+    assert bot.password not in "".join(hub.stderr)
+
+
+def _exists(store, db, doc_id):
+    try:
+        store.get(db, doc_id)
+        return True
+    except Exception:
+        return False
