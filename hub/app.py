@@ -212,18 +212,21 @@ def build_app(settings: Settings) -> App:
     if settings.bot.handle:
         b = settings.bot
 
-        def session() -> Bluesky:
-            # the vault tick keeps this session fresh; the bot only uses it
-            secret = Vault(Ledger(store, "tick:ingest"), key).reveal(f"bluesky:{b.handle}")
-            if "session" not in secret:
-                from vault import NeedsReauth
+        def session_as(actor: str) -> Any:
+            def session() -> Bluesky:
+                # the vault tick keeps this session fresh; the bot only uses it
+                secret = Vault(Ledger(store, actor), key).reveal(f"bluesky:{b.handle}")
+                if "session" not in secret:
+                    from vault import NeedsReauth
 
-                raise NeedsReauth(f"bluesky:{b.handle} has no session yet: the vault tick makes one after the paste is verified")
-            return Bluesky(b.pds, secret["session"])
+                    raise NeedsReauth(f"bluesky:{b.handle} has no session yet: the vault tick makes one after the paste is verified")
+                return Bluesky(b.pds, secret["session"])
+
+            return session
 
         guardrails = Guardrails.load(b.guardrails or None)
-        ticks.append(Tick("ingest", b.ingest_every, Ingester(Ledger(store, "tick:ingest"), session, guardrails).run))
-        ticks.append(Tick("reply", b.reply_every, Replier(Ledger(store, "tick:reply"), session, b.reply_template).run))
+        ticks.append(Tick("ingest", b.ingest_every, Ingester(Ledger(store, "tick:ingest"), session_as("tick:ingest"), guardrails).run))
+        ticks.append(Tick("reply", b.reply_every, Replier(Ledger(store, "tick:reply"), session_as("tick:reply"), b.reply_template).run))
     if settings.probe.lanes:
         prober = Prober(Ledger(store, "tick:probe"), dict(settings.probe.lanes))
         ticks.append(Tick("probe", settings.probe.every, prober.run))
