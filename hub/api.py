@@ -332,13 +332,11 @@ def create_api(app: App) -> FastAPI:
     def machines(
         format: Literal["json", "mermaid"] = Query("json"), who: Principal = Depends(principal),  # noqa: A002
     ) -> Any:
-        from .cli import machine_json
-
         ms = app.rules.machines
         if format == "mermaid":
             text = "\n\n".join(f"%% {m.name}\n{m.mermaid()}" for m in ms)
             return JSONResponse({"mermaid": text})
-        return [machine_json(m) for m in ms]
+        return [m.describe() for m in ms]
 
     api.state.redacted_url = redact_url(store.url)
     return api

@@ -188,6 +188,18 @@ class Machine:
             reasons.append(refused)
         raise Forbidden(reasons[0])
 
+    def describe(self) -> dict[str, Any]:
+        """The machine as plain data (for JSON output and the API)."""
+        return {
+            "db": self.db, "field": self.kind_field, "kind": self.kind, "states": list(self.states),
+            "start": list(self.start), "terminal": sorted(self.terminal), "maxAttempts": self.max_attempts,
+            "edges": [
+                {"from": list(e.src), "to": e.dst, "by": [str(p) for p in e.by], "guards": [str(g) for g in e.guards]}
+                for e in self.edges
+            ],
+            "mermaid": self.mermaid(),
+        }
+
     def mermaid(self) -> str:
         lines = ["stateDiagram-v2"]
         for state in self.states:

@@ -1,0 +1,147 @@
+"""skyhub user ... and skyhub device ...: who may use the hub."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .cliutil import (
+    State,
+    iso,
+    json_option,
+    table,
+)
+
+
+# ---- people and devices ----------------------------------------------------------------
+@click.group()
+def user() -> None:
+    """Operator tokens for people (run on the hub).
+
+    Example: skyhub user add ana
+    """
+
+
+@user.command("add")
+@click.argument("name")
+@click.pass_obj
+def user_add(state: State, name: str) -> None:
+    """Make a token for a person (actor user:NAME). The token is printed once; the hub keeps a hash.
+
+    Example: skyhub user add ana
+    """
+    from .auth import add_user
+
+    token = add_user(state.local_store("skyhub user add"), name)
+    click.echo(token)
+    click.echo(f"skyhub: token for user:{name} printed once; give it to them as SKYHUB_TOKEN", err=True)
+
+
+@user.command("list")
+@json_option
+@click.pass_obj
+def user_list(state: State, as_json: bool) -> None:
+    """List tokens (metadata only: id, name, created, revoked).
+
+    Example: skyhub user list --json
+    """
+    from .auth import list_tokens
+
+    tokens = list_tokens(state.local_store("skyhub user list"))
+    if as_json:
+        click.echo(json.dumps(tokens))
+        return
+    table(["id", "name", "actor", "created", "revoked"], [
+        [t["id"], t["name"], t["actor"], iso(t["createdAt"]), iso(t["revokedAt"]) if t["revokedAt"] else ""] for t in tokens
+    ])
+
+
+@user.command("revoke")
+@click.argument("which", metavar="ID|NAME")
+@click.pass_obj
+def user_revoke(state: State, which: str) -> None:
+    """Revoke one token by id, or every token of a person by name.
+
+    Example: skyhub user revoke ana
+    """
+    from .auth import revoke_token
+
+    click.echo(json.dumps({"revoked": revoke_token(state.local_store("skyhub user revoke"), which)}))
+
+
+@click.group()
+def device() -> None:
+    """Device credentials for lanes such as the GitHub Actions builder.
+
+    Example: skyhub device register --name gha-builder --hub https://hub.example.org --key-file builder.pem
+    """
+
+
+@device.command("register")
+@click.option("--name", required=True, help="The device's name, e.g. gha-builder.")
+@click.option("--hub", "hub_url", required=True, metavar="URL", help="The hub this device will talk to.")
+@click.option("--key-file", "key_file", type=click.Path(dir_okay=False), help="Write the private key here (mode 0600) instead of the OS keyring.")
+def device_register(name: str, hub_url: str, key_file: str | None) -> None:
+    """Make a key pair on this device and print the public key and the approval to run on the hub.
+
+    Example: skyhub device register --name gha-builder --hub https://hub.example.org --key-file builder.pem
+    """
+    from .auth import _check_name, new_device_key, public_key_of, save_key
+
+    _check_name(name, "device")
+    key = new_device_key()
+    where = save_key(key, name=name, hub=hub_url, key_file=key_file)
+    public = public_key_of(key)
+    click.echo(json.dumps({"device": name, "hub": hub_url, "publicKey": public}))
+    click.echo(f"skyhub: private key stored in {where}; it never leaves this device", err=True)
+    click.echo(f"skyhub: on the hub, run: skyhub device approve {name} --as device:builder --public-key {public}", err=True)
+
+
+@device.command("approve")
+@click.argument("name")
+@click.option("--as", "as_actor", required=True, metavar="ACTOR", help="The actor the device acts as, e.g. device:builder.")
+@click.option("--public-key", required=True, help="The key printed by `skyhub device register` (ed25519:...).")
+@click.pass_obj
+def device_approve(state: State, name: str, as_actor: str, public_key: str) -> None:
+    """Record a device's public key and the actor it acts as (run on the hub).
+
+    Example: skyhub device approve gha-builder --as device:builder --public-key ed25519:AAAA...
+    """
+    from .auth import approve_device
+
+    doc = approve_device(state.local_store("skyhub device approve"), name, as_actor, public_key)
+    click.echo(json.dumps({"device": name, "actor": as_actor, "fingerprint": doc["fingerprint"]}))
+
+
+@device.command("list")
+@json_option
+@click.pass_obj
+def device_list(state: State, as_json: bool) -> None:
+    """List approved devices (name, actor, key fingerprint).
+
+    Example: skyhub device list
+    """
+    from .auth import list_devices
+
+    devices = list_devices(state.local_store("skyhub device list"))
+    if as_json:
+        click.echo(json.dumps(devices))
+        return
+    table(["name", "actor", "fingerprint", "approved", "revoked"], [
+        [d["name"], d["actor"], d["fingerprint"], iso(d["approvedAt"]), iso(d["revokedAt"]) if d["revokedAt"] else ""] for d in devices
+    ])
+
+
+@device.command("revoke")
+@click.argument("name")
+@click.pass_obj
+def device_revoke(state: State, name: str) -> None:
+    """Revoke a device: its signatures are refused from now on.
+
+    Example: skyhub device revoke gha-builder
+    """
+    from .auth import revoke_device
+
+    revoke_device(state.local_store("skyhub device revoke"), name)
+    click.echo(json.dumps({"revoked": name}))

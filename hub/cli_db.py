@@ -1,0 +1,224 @@
+"""skyhub db ...: documents, queries, history, the change log, machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from typing import Any
+
+import click
+
+from ledger import LedgerError
+from ledger.actor import parse_actor
+
+from .cliutil import (
+    EXIT_BY_CODE,
+    EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    State,
+    as_option,
+    cell,
+    db_option,
+    fail,
+    json_option,
+    print_changes,
+    table,
+)
+
+
+# ---- db --------------------------------------------------------------------------------
+@click.group()
+def db() -> None:
+    """Documents: put, get, query, history, changes, machines.
+
+    Example: skyhub db get --db jobs 4f1c...
+    """
+
+
+def _read_document(text: str) -> dict[str, Any]:
+    if text == "-":
+        text = sys.stdin.read()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail("usage", f"malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): pass one JSON object, e.g. '{{\"status\": \"pending\"}}'", EXIT_USAGE)
+    return value  # the store checks that it is an object
+
+
+def _actor(state: State, as_actor: str | None) -> str | None:
+    if state.remote:
+        return as_actor  # the hub decides who this credential is; --as must agree with it
+    actor = as_actor or state.settings.actor
+    parse_actor(actor)
+    return actor
+
+
+
+
+@db.command("put")
+@db_option
+@click.option("--id", "doc_id", help="The document id (default: _id in the document, else a new one).")
+@click.option("--if-rev", help="Write only if the document is still at this revision.")
+@click.option("--create-only", is_flag=True, help="Write only if no document has this id.")
+@click.option("--lines", is_flag=True, help="The input holds one document per line; each is written in turn, stopping at the first failure.")
+@as_option
+@click.argument("document")
+@click.pass_obj
+def db_put(state: State, dbname: str, doc_id: str | None, if_rev: str | None, create_only: bool, lines: bool,
+           as_actor: str | None, document: str) -> None:
+    """Write a document (a JSON object, or - for stdin). Prints its id and new revision.
+
+    Example: skyhub db put --db jobs '{"type": "job", "status": "pending", "input": {"n": 1}}'
+    """
+    actor = _actor(state, as_actor)
+    if not lines:
+        doc = _read_document(document)
+        out = state.store.put(dbname, doc, doc_id, actor=actor, if_rev=if_rev, create_only=create_only)
+        click.echo(json.dumps({"id": out["_id"], "rev": out["_rev"]}))
+        return
+    if doc_id or if_rev:
+        fail("usage", "--lines takes ids and revisions from each document (_id, _rev), not --id / --if-rev", EXIT_USAGE)
+    text = sys.stdin.read() if document == "-" else document
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+            out = state.store.put(dbname, doc, None, actor=actor, create_only=create_only)
+        except json.JSONDecodeError as exc:
+            fail("usage", f"line {number}: malformed JSON ({exc.msg}); the lines before it were written", EXIT_USAGE)
+        except LedgerError as exc:
+            fail(exc.code, f"line {number}: {exc.reason}; the lines before it were written", EXIT_BY_CODE.get(exc.code, EXIT_ERROR))
+        click.echo(json.dumps({"id": out["_id"], "rev": out["_rev"]}))
+
+
+@db.command("get")
+@db_option
+@click.argument("doc_id", metavar="ID")
+@click.pass_obj
+def db_get(state: State, dbname: str, doc_id: str) -> None:
+    """Print one document as JSON (with _id and _rev).
+
+    Example: skyhub db get --db jobs 4f1c2d...
+    """
+    click.echo(json.dumps(state.store.get(dbname, doc_id), ensure_ascii=False))
+
+
+@db.command("delete")
+@db_option
+@click.option("--if-rev", help="Delete only if the document is still at this revision.")
+@as_option
+@click.argument("doc_id", metavar="ID")
+@click.pass_obj
+def db_delete(state: State, dbname: str, if_rev: str | None, as_actor: str | None, doc_id: str) -> None:
+    """Delete a document (a tombstone revision; history keeps every earlier one).
+
+    Example: skyhub db delete --db notes --if-rev 2-ab12cd34ef56ab78 shopping
+    """
+    out = state.store.delete(dbname, doc_id, actor=_actor(state, as_actor), if_rev=if_rev)
+    click.echo(json.dumps({"id": out["_id"], "rev": out["_rev"], "deleted": True}))
+
+
+@db.command("query")
+@db_option
+@click.option("--field", required=True, help="A top-level field, e.g. status.")
+@click.option("--key", required=True, help="The value to match (a string).")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--after", help="The cursor printed by the previous page.")
+@json_option
+@click.pass_obj
+def db_query(state: State, dbname: str, field: str, key: str, limit: int, after: str | None, as_json: bool) -> None:
+    """List documents whose FIELD equals KEY, by id, a page at a time (uses an index).
+
+    Example: skyhub db query --db jobs --field status --key pending --limit 20
+    """
+    page = state.store.query(dbname, field, key, limit, after)
+    if as_json:
+        click.echo(json.dumps({"docs": page.docs, "next": page.next}, ensure_ascii=False))
+        return
+    columns = ["_id", "_rev"] + [c for c in ("type", "kind", "status", field) if any(c in d for d in page.docs)]
+    columns = list(dict.fromkeys(columns))
+    table(columns, [[cell(d.get(c)) for c in columns] for d in page.docs])
+    if page.next:
+        click.echo(f"more: --after {page.next}", err=True)
+
+
+@db.command("history")
+@db_option
+@click.argument("doc_id", metavar="ID")
+@json_option
+@click.pass_obj
+def db_history(state: State, dbname: str, doc_id: str, as_json: bool) -> None:
+    """Every revision of a document, with the actor that wrote it and when.
+
+    Example: skyhub db history --db jobs 4f1c2d... --json
+    """
+    changes = state.store.history(dbname, doc_id)
+    if not changes:
+        fail("not_found", f"no document {doc_id!r} in {dbname!r} has ever been written", EXIT_NOT_FOUND)
+    print_changes(changes, as_json)
+
+
+@db.command("changes")
+@click.option("--since", type=click.IntRange(0), default=0, show_default=True, help="Start after this sequence number.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--follow", is_flag=True, help="Keep printing new changes as they commit (Ctrl-C stops).")
+@json_option
+@click.pass_obj
+def db_changes(state: State, since: int, limit: int, follow: bool, as_json: bool) -> None:
+    """The change log in commit order (JSON lines with --json).
+
+    Example: skyhub db changes --since 120 --follow --json
+    """
+    store = state.store
+    if not follow:
+        print_changes(store.changes(since, limit), as_json, lines=True)
+        return
+    if state.remote:
+        try:
+            header = True
+            for change in store.follow(since):
+                print_changes([change], as_json, lines=True, header=header)
+                header = False
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            return
+        return
+    woke = threading.Event()
+    store.subscribe(lambda _change: woke.set())
+    header = True
+    try:
+        while True:
+            woke.clear()
+            batch = store.changes(since, limit)
+            if batch:
+                print_changes(batch, as_json, lines=True, header=header)
+                header = False
+                since = batch[-1].seq
+                sys.stdout.flush()
+                continue
+            woke.wait(1.0)
+    except KeyboardInterrupt:
+        return
+
+
+@db.command("machines")
+@json_option
+@click.pass_obj
+def db_machines(state: State, as_json: bool) -> None:
+    """Print every registered machine as a Mermaid state diagram.
+
+    Example: skyhub db machines > machines.md
+    """
+    from .app import build_rules
+
+    machines = build_rules().machines
+    if as_json:
+        click.echo(json.dumps([m.describe() for m in machines]))
+        return
+    for m in machines:
+        click.echo(f"%% {m.name} ({m.kind_field} = {m.kind})")
+        click.echo(m.mermaid())
+        click.echo()
