@@ -20,6 +20,8 @@ def open_store(url: str | None = None, rules: Rules | None = None, clock: Clock 
         path = url[len("sqlite:///"):]
     elif "://" in url:
         raise Invalid(f"unknown database URL scheme in {url.split('://')[0]!r}: use sqlite:///PATH or postgresql://...")
+    elif "=" in url and " " in url.strip():
+        raise Invalid("that looks like a PostgreSQL conninfo string: write it as a URL, postgresql://USER@HOST:PORT/DB")
     else:
         path = url
     from .sqlite import open_sqlite

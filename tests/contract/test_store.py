@@ -313,3 +313,12 @@ def test_repr_hides_passwords():
 
     assert redact_url("postgresql://bot:hunter2@db:5432/x") == "postgresql://bot:***@db:5432/x"
     assert "hunter2" not in redact_url("postgres://u:hunter2@h/d?sslmode=require")
+
+
+def test_a_conninfo_string_is_not_mistaken_for_a_file(tmp_path):
+    from ledger import open_store
+
+    with pytest.raises(Invalid, match="postgresql://"):
+        open_store("user=postgres dbname=test host=127.0.0.1 port=5432")
+    with pytest.raises(Invalid, match="unknown database URL scheme"):
+        open_store("mysql://root@localhost/x")
