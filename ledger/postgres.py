@@ -164,12 +164,11 @@ class PostgresStore(SQLStore):
                     backoff = 0.1
                     self._wake(None)  # anything committed while we were not listening
                     while not self._closed.is_set():
-                        woke = False
+                        # wake at once for each commit by another process (the generator would
+                        # otherwise hold them until its timeout ends)
                         for note in conn.notifies(timeout=0.5):
                             if note.pid not in self._pids:
-                                woke = True
-                        if woke:
-                            self._wake(None)
+                                self._wake(None)
             except psycopg.Error as exc:
                 if self._closed.is_set():
                     return
