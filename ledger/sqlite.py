@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -51,7 +53,7 @@ DEFAULT_INDEXES = ("status",)  # others are made on first query of their field
 
 
 class SQLiteStore(SQLStore):
-    def __init__(self, path: str, rules: Rules | None = None, clock: Clock = SYSTEM, *, wake_interval: float = 0.05) -> None:
+    def __init__(self, path: str, rules: Rules | None = None, clock: Clock = SYSTEM, *, wake_interval: float = 0.01) -> None:
         super().__init__(f"sqlite:///{path}", rules, clock)
         self.path = path
         self._local = threading.local()
@@ -64,11 +66,11 @@ class SQLiteStore(SQLStore):
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA busy_timeout = 30000")
-        except sqlite3.Error as exc:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+            conn.execute("PRAGMA busy_timeout = 0")  # we wait ourselves: see _retry_busy
+            _retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+            _retry_busy(lambda: conn.execute("PRAGMA synchronous = NORMAL"))
+        except (sqlite3.Error, BackendError) as exc:
             raise BackendError(f"cannot open SQLite database {self.path!r}: {exc}") from None
         with self._conns_lock:
             self._conns.append(conn)
@@ -87,9 +89,12 @@ class SQLiteStore(SQLStore):
 
     @contextmanager
     def _tx(self, bookkeeping: bool = False) -> Iterator[Any]:
+        # Other writers (threads or processes) are waited for by _retry_busy: short retries
+        # rather than SQLite's growing sleeps. (A Python lock for this process's threads was
+        # measured slower: docs/benchmarks.md.)
         conn = self._conn()
         cur = _Cursor(conn.cursor())
-        cur.execute("BEGIN IMMEDIATE")
+        cur.execute("BEGIN IMMEDIATE")  # waits (briefly, repeatedly) while another process writes
         try:
             yield cur
         except BaseException:
@@ -99,13 +104,13 @@ class SQLiteStore(SQLStore):
                 pass
             raise
         try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+            _retry_busy(lambda: conn.execute("COMMIT"))
+        except BackendError as exc:
             try:
                 conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
-            raise BackendError(f"SQLite commit failed: {exc}") from None
+            raise BackendError(f"SQLite commit failed: {exc.reason}") from None
 
     def _migrate(self) -> None:
         with self._tx() as cur:
@@ -175,6 +180,37 @@ class SQLiteStore(SQLStore):
             self._poller.join(timeout=2)
 
 
+BUSY_WAIT_S = 30.0
+
+
+def _retry_busy(call: Any) -> Any:
+    """Run ``call``; while the database is locked by another process, retry after short,
+    jittered sleeps (0.1-2 ms) for up to BUSY_WAIT_S. SQLite's own busy handler sleeps in
+    growing steps (1, 2, 5, ... 100 ms), and under a steady stream of writes from several
+    processes a waiter keeps losing the race and sleeping longer; short retries keep the
+    lock handed around. Other sqlite3 errors become BackendError here, once."""
+    delay = 0.0001
+    deadline = 0.0
+    while True:
+        try:
+            return call()
+        except sqlite3.IntegrityError as exc:
+            raise BackendError(f"SQLite refused the write: {exc}") from None
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if "locked" not in text and "busy" not in text:
+                raise BackendError(f"SQLite failed: {exc}") from None
+            now = time.monotonic()
+            if not deadline:
+                deadline = now + BUSY_WAIT_S
+            elif now > deadline:
+                raise BackendError(f"SQLite stayed locked by another writer for {BUSY_WAIT_S:g} s") from None
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.002)
+        except sqlite3.Error as exc:
+            raise BackendError(f"SQLite failed: {exc}") from None
+
+
 class _Cursor:
     """A cursor that turns sqlite3 errors into BackendError at the one seam that calls it."""
 
@@ -184,12 +220,7 @@ class _Cursor:
         self._cur = cur
 
     def execute(self, sql: str, args: Any = ()) -> _Cursor:
-        try:
-            self._cur.execute(sql, args)
-        except sqlite3.IntegrityError as exc:
-            raise BackendError(f"SQLite refused the write: {exc}") from None
-        except sqlite3.Error as exc:
-            raise BackendError(f"SQLite failed: {exc}") from None
+        _retry_busy(lambda: self._cur.execute(sql, args))
         return self
 
     def fetchone(self) -> Any:
