@@ -1,0 +1,169 @@
+#!/usr/bin/env python
+"""Size candidate engine fixes before they are made: run the benchmarks with one or more
+fixes applied by monkeypatching the engine *in the benchmark processes only*.
+
+    .venv/bin/python benchmarks/whatif.py --patch index,checkpoint --sections jobs --backends sqlite
+    .venv/bin/python benchmarks/whatif.py --patch poll --sections latency --backends sqlite
+
+Every argument after --patch goes to run.py. Patches (see docs/benchmarks.md, "Engine findings"):
+
+  index       restore the change-log index ``changes (db, seq)``, so the feed's
+              ``WHERE seq > ? AND db IN (...) ORDER BY seq LIMIT ?`` is a range scan
+  checkpoint  SQLite: no WAL checkpoint inside COMMIT (``wal_autocheckpoint = 0``); a
+              background thread per store checkpoints (PASSIVE) every 250 ms instead
+  poll        SQLite: look for other processes' commits (``PRAGMA data_version``) every
+              5 ms instead of every 50 ms
+  skip-own    the feed does not deliver a handler's own writes to it (``AND actor <> ?`` in
+              the claim's change query), so a job costs one delivery instead of three; safe
+              for the reference jobs handler, which ignores its own running/done writes
+
+This is an investigation aid that reaches into engine internals as they are at the time of
+writing; it refuses to run if they have changed. It changes nothing on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+ENV = "SKYHUB_BENCH_WHATIF"
+PATCHES: dict[str, Callable[[], None]] = {}
+
+
+def patch(name: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
+    def register(fn: Callable[[], None]) -> Callable[[], None]:
+        PATCHES[name] = fn
+        return fn
+
+    return register
+
+
+def _need(obj: Any, *names: str) -> None:
+    for n in names:
+        if not hasattr(obj, n):
+            raise SystemExit(f"whatif: {obj!r} has no {n!r} any more; this patch is out of date")
+
+
+@patch("index")
+def _index() -> None:
+    from ledger import postgres, sqlite
+
+    for cls in (sqlite.SQLiteStore, postgres.PostgresStore):
+        _need(cls, "_migrate", "_tx")
+        original = cls._migrate
+
+        def _migrate(self: Any, _original: Any = original) -> None:
+            _original(self)
+            with self._tx() as cur:
+                if isinstance(self, postgres.PostgresStore):
+                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (postgres.MIGRATE_LOCK,))
+                cur.execute("CREATE INDEX IF NOT EXISTS changes_by_db ON changes (db, seq)")
+
+        cls._migrate = _migrate  # type: ignore[method-assign]
+
+
+@patch("checkpoint")
+def _checkpoint() -> None:
+    from ledger import sqlite
+
+    _need(sqlite.SQLiteStore, "_connect")
+    original = sqlite.SQLiteStore._connect
+
+    def _connect(self: Any) -> Any:
+        conn = original(self)
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        if getattr(self, "_whatif_checkpointer", None) is None:
+            def loop() -> None:
+                c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+                try:
+                    while not self._closed.wait(0.25):
+                        try:
+                            c.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                        except sqlite3.Error:
+                            pass
+                finally:
+                    c.close()
+
+            self._whatif_checkpointer = threading.Thread(target=loop, name="whatif-checkpoint", daemon=True)
+            self._whatif_checkpointer.start()
+        return conn
+
+    sqlite.SQLiteStore._connect = _connect  # type: ignore[method-assign]
+
+
+@patch("poll")
+def _poll() -> None:
+    from ledger import sqlite
+
+    _need(sqlite.SQLiteStore, "__init__", "_poll")
+    original = sqlite.SQLiteStore.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["wake_interval"] = 0.005
+        original(self, *args, **kwargs)
+
+    sqlite.SQLiteStore.__init__ = __init__  # type: ignore[method-assign]
+
+
+@patch("skip-own")
+def _skip_own() -> None:
+    from ledger import sql
+
+    _need(sql.SQLStore, "feed_claim", "_changes_sql")
+    local = threading.local()
+    claim, changes_sql = sql.SQLStore.feed_claim, sql.SQLStore._changes_sql
+
+    def feed_claim(self: Any, handler: str, *args: Any, **kwargs: Any) -> Any:
+        local.skip = f"handler:{handler}"  # the cursor is the handler's name for jobs_handler()
+        try:
+            return claim(self, handler, *args, **kwargs)
+        finally:
+            local.skip = None
+
+    def _changes_sql(self: Any, *args: Any, **kwargs: Any) -> tuple[str, tuple[Any, ...]]:
+        query, params = changes_sql(self, *args, **kwargs)
+        skip = getattr(local, "skip", None)
+        tail = self._q(" ORDER BY seq LIMIT ?")
+        if skip and query.endswith(tail):
+            query = query[: -len(tail)] + self._q(" AND actor <> ?") + tail
+            params = (*params[:-1], skip, params[-1])
+        return query, params
+
+    sql.SQLStore.feed_claim = feed_claim  # type: ignore[method-assign]
+    sql.SQLStore._changes_sql = _changes_sql  # type: ignore[method-assign]
+
+
+def apply(names: str) -> None:
+    for name in filter(None, names.split(",")):
+        if name not in PATCHES:
+            raise SystemExit(f"whatif: unknown patch {name!r}; known: {', '.join(PATCHES)}")
+        PATCHES[name]()
+
+
+# Child processes are started with "spawn", which imports this file again as their main
+# module: the patches named in the environment are applied there too.
+apply(os.environ.get(ENV, ""))
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    if not argv or argv[0] != "--patch" or len(argv) < 2:
+        print(__doc__)
+        return 2
+    names, rest = argv[1], argv[2:]
+    os.environ[ENV] = names
+    apply(names)
+    import run
+
+    print(f"whatif: engine patched in the benchmark processes: {names}\n", flush=True)
+    return run.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
