@@ -48,6 +48,9 @@ MIGRATIONS: list[list[str]] = [
         "CREATE TABLE once_keys (key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL)",
         "CREATE INDEX once_keys_by_expiry ON once_keys (expires_at)",
     ],
+    [  # 3: the feed reads a handler's databases in seq order (without this it sorts them all)
+        "CREATE INDEX IF NOT EXISTS changes_by_db ON changes (db, seq)",
+    ],
 ]
 DEFAULT_INDEXES = ("status",)  # others are made on first query of their field
 
