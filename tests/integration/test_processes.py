@@ -69,6 +69,21 @@ def _all(store, status):
         after = page.next
 
 
+@pytest.fixture
+def stores():
+    """Open stores that are closed after the test, whether it passed or not."""
+    opened = []
+
+    def make(url):
+        store = open_store(url, default_rules())
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
 def check_done_exactly_once(store, ids):
     """Every job: exactly one done revision, written with the claim that held it then."""
     for job_id in ids:
@@ -82,8 +97,8 @@ def check_done_exactly_once(store, ids):
 
 
 @pytest.mark.parametrize("jobs,workers", [(500, 4)])
-def test_four_processes_race_for_500_jobs(backend_url, tmp_path, jobs, workers):
-    store = open_store(backend_url, default_rules())
+def test_four_processes_race_for_500_jobs(backend_url, tmp_path, jobs, workers, stores):
+    store = stores(backend_url)
     # separate cursor groups: every process sees every job and races for every claim
     procs = start_workers(backend_url, tmp_path, workers, group=lambda i: f"racer{i}")
     try:
@@ -102,12 +117,11 @@ def test_four_processes_race_for_500_jobs(backend_url, tmp_path, jobs, workers):
     assert sorted(started) == sorted(f"{i}:1" for i in ids), "work ran twice or for a lost claim"
     assert set(started.values()) == {1}
     assert sum(1 for _, log in procs if "start " in log.read_text()) >= 2, "no real race: one process did everything"
-    store.close()
 
 
-def test_a_worker_killed_holding_claims_is_recovered_by_the_others(backend_url, tmp_path):
+def test_a_worker_killed_holding_claims_is_recovered_by_the_others(backend_url, tmp_path, stores):
     jobs = 120
-    store = open_store(backend_url, default_rules())
+    store = stores(backend_url)
     procs = start_workers(
         backend_url, tmp_path, 3, group="shared", lease_ms=1_500, feed_lease_ms=1_000, work_ms=40,
     )
@@ -139,28 +153,27 @@ def test_a_worker_killed_holding_claims_is_recovered_by_the_others(backend_url, 
         assert job["result"]["pid"] != victim.pid
         assert any(c.actor == "tick:sweep" for c in store.history("jobs", job_id)), "recovered without the sweep"
     assert store.query("jobs", "status", "failed").docs == []
-    store.close()
 
 
-def test_processes_share_the_feed_and_a_killed_ones_batch_is_redelivered(pg_url, tmp_path):
+def test_processes_share_the_feed_and_a_killed_ones_batch_is_redelivered(pg_url, tmp_path, stores):
     """PostgreSQL, three processes, one handler: each change handled by one live process."""
-    store = open_store(pg_url, default_rules())
+    store = stores(pg_url)
     procs = start_workers(pg_url, tmp_path, 3, mode="notes", group="notes", feed_lease_ms=1_000, work_ms=5)
     victim, victim_log = procs[0]
-    n = 300
+    n = 0
     try:
-        for i in range(n):
-            store.put("notes", {"i": i}, f"n{i}", actor="user:ana")
-        deadline = time.monotonic() + 60
-        while True:
+        deadline = time.monotonic() + 120
+        while True:  # keep the work coming until the victim is caught in the middle of a change
+            for _ in range(5):
+                store.put("notes", {"i": n}, f"n{n}", actor="user:ana")
+                n += 1
             text = victim_log.read_text()
             if text.count("start ") >= 5 and text.count("start ") > text.count("end "):
                 break
-            assert time.monotonic() < deadline, "the victim never took a batch"
-            time.sleep(0.002)
+            assert time.monotonic() < deadline and n < 5000, "the victim never took a batch"
         os.kill(victim.pid, signal.SIGKILL)
         victim.wait()
-        seqs = {c.seq for c in store.changes(0, 1000, dbs=["notes"])}
+        seqs = _all_seqs(store, "notes")
         deadline = time.monotonic() + 60
         while True:
             handled = Counter()
@@ -179,4 +192,13 @@ def test_processes_share_the_feed_and_a_killed_ones_batch_is_redelivered(pg_url,
     assert in_flight and in_flight <= set(handled), "the killed process's in-flight change was not redelivered"
     assert all(count >= 1 for count in handled.values()) and len(victim_done) < n
     assert sum(1 for _, log in procs[1:] if "end " in log.read_text()) == 2, "the work was not shared"
-    store.close()
+
+
+def _all_seqs(store, db):
+    seqs, since = set(), 0
+    while True:
+        batch = store.changes(since, 1000, dbs=[db])
+        if not batch:
+            return seqs
+        seqs |= {c.seq for c in batch}
+        since = batch[-1].seq
