@@ -136,14 +136,23 @@ def _count_succeeded(conn: Any, after_id: int) -> int:
     )))
 
 
-def _wait_succeeded(conn: Any, after_id: int, target: int, procs: list[Any], timeout: float) -> float:
+def _wait_succeeded(conn: Any, after_id: int, target: int, procs: list[Any], timeout: float, stall: float = 60.0) -> float:
     deadline = time.monotonic() + timeout
+    last, last_change = -1, time.monotonic()
     while True:
-        if _count_succeeded(conn, after_id) >= target:
+        done = _count_succeeded(conn, after_id)
+        if done >= target:
             return time.time()
+        if done != last:
+            last, last_change = done, time.monotonic()
         check_alive(procs)
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"only {_count_succeeded(conn, after_id)} of {target} tasks succeeded after {timeout:g} s")
+        now = time.monotonic()
+        if now > deadline or now - last_change > stall:
+            why = f"after {timeout:g} s" if now > deadline else f"no progress for {stall:g} s"
+            statuses = dict(conn.execute(
+                "SELECT status::text, count(*) FROM procrastinate_jobs WHERE id > %s GROUP BY 1", (after_id,)
+            ).fetchall())
+            raise TimeoutError(f"{done} of {target} tasks succeeded, {why}; jobs by status: {statuses}")
         time.sleep(0.05)
 
 

@@ -191,18 +191,30 @@ class DoneCounter:
     def count(self) -> int:
         return int(self.conn.execute(self.sql).fetchone()[0])
 
+    def statuses(self) -> dict[str, int]:
+        expr = "json_extract(body, '$.status')" if self.url.startswith("sqlite:///") else "body ->> 'status'"
+        rows = self.conn.execute(f"SELECT {expr}, count(*) FROM docs WHERE db = 'jobs' GROUP BY 1").fetchall()
+        return {str(k): int(v) for k, v in rows}
+
     def close(self) -> None:
         self.conn.close()
 
 
-def _wait_done(counter: DoneCounter, target: int, procs: list[Any], timeout: float) -> float:
+def _wait_done(counter: DoneCounter, target: int, procs: list[Any], timeout: float, stall: float = 60.0) -> float:
+    """Until ``target`` jobs are done; fails after ``timeout`` or ``stall`` seconds without progress."""
     deadline = time.monotonic() + timeout
+    last, last_change = -1, time.monotonic()
     while True:
-        if counter.count() >= target:
+        done = counter.count()
+        if done >= target:
             return time.time()
+        if done != last:
+            last, last_change = done, time.monotonic()
         check_alive(procs)
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"only {counter.count()} of {target} jobs done after {timeout:g} s")
+        now = time.monotonic()
+        if now > deadline or now - last_change > stall:
+            why = f"after {timeout:g} s" if now > deadline else f"no progress for {stall:g} s"
+            raise TimeoutError(f"{done} of {target} jobs done, {why}; jobs by status: {counter.statuses()}")
         time.sleep(0.05)
 
 

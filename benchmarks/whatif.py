@@ -2,13 +2,11 @@
 """Size candidate engine fixes before they are made: run the benchmarks with one or more
 fixes applied by monkeypatching the engine *in the benchmark processes only*.
 
-    .venv/bin/python benchmarks/whatif.py --patch index,checkpoint --sections jobs --backends sqlite
+    .venv/bin/python benchmarks/whatif.py --patch checkpoint --sections jobs --backends sqlite
     .venv/bin/python benchmarks/whatif.py --patch poll --sections latency --backends sqlite
 
 Every argument after --patch goes to run.py. Patches (see docs/benchmarks.md, "Engine findings"):
 
-  index       restore the change-log index ``changes (db, seq)``, so the feed's
-              ``WHERE seq > ? AND db IN (...) ORDER BY seq LIMIT ?`` is a range scan
   checkpoint  SQLite: no WAL checkpoint inside COMMIT (``wal_autocheckpoint = 0``); a
               background thread per store checkpoints (PASSIVE) every 250 ms instead
   poll        SQLite: look for other processes' commits (``PRAGMA data_version``) every
@@ -48,24 +46,6 @@ def _need(obj: Any, *names: str) -> None:
     for n in names:
         if not hasattr(obj, n):
             raise SystemExit(f"whatif: {obj!r} has no {n!r} any more; this patch is out of date")
-
-
-@patch("index")
-def _index() -> None:
-    from ledger import postgres, sqlite
-
-    for cls in (sqlite.SQLiteStore, postgres.PostgresStore):
-        _need(cls, "_migrate", "_tx")
-        original = cls._migrate
-
-        def _migrate(self: Any, _original: Any = original) -> None:
-            _original(self)
-            with self._tx() as cur:
-                if isinstance(self, postgres.PostgresStore):
-                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (postgres.MIGRATE_LOCK,))
-                cur.execute("CREATE INDEX IF NOT EXISTS changes_by_db ON changes (db, seq)")
-
-        cls._migrate = _migrate  # type: ignore[method-assign]
 
 
 @patch("checkpoint")
