@@ -23,7 +23,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ledger import Change, Forbidden, Invalid, Ledger, LedgerError
 from ledger.document import MAX_DOC_BYTES
-from ledger.sql import redact_url
 from vault import DB as VAULT_DB
 from vault import Vault
 
@@ -338,7 +337,6 @@ def create_api(app: App) -> FastAPI:
             return JSONResponse({"mermaid": text})
         return [m.describe() for m in ms]
 
-    api.state.redacted_url = redact_url(store.url)
     return api
 
 

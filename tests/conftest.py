@@ -50,17 +50,22 @@ def default_rules() -> Rules:
 StoreFactory = Callable[..., SQLStore]
 
 
+def store_factory(url: str, opened: list) -> StoreFactory:
+    """``factory(rules=..., clock=...)`` opens a store on ``url`` and remembers it in ``opened``."""
+
+    def factory(rules: Rules | None = None, clock: Clock = SYSTEM) -> SQLStore:
+        store = open_store(url, rules if rules is not None else default_rules(), clock)
+        opened.append(store)
+        return store
+
+    return factory
+
+
 @pytest.fixture
 def make_store(backend_url: str) -> Iterator[StoreFactory]:
     """Open stores on the test's backend: ``make_store(rules=..., clock=...)``."""
     opened: list[SQLStore] = []
-
-    def factory(rules: Rules | None = None, clock: Clock = SYSTEM) -> SQLStore:
-        store = open_store(backend_url, rules if rules is not None else default_rules(), clock)
-        opened.append(store)
-        return store
-
-    yield factory
+    yield store_factory(backend_url, opened)
     for store in opened:
         store.close()
 

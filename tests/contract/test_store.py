@@ -26,14 +26,10 @@ def make_store(request, tmp_path, remote_hubs):
             opened.append(router)
             return router
     else:
-        url = f"sqlite:///{tmp_path}/skyhub.db" if request.param == "sqlite" else request.getfixturevalue("pg_url")
-        from ledger import open_store
-        from tests.conftest import default_rules
+        from tests.conftest import store_factory
 
-        def factory(rules=None, clock=SYSTEM):
-            store = open_store(url, rules if rules is not None else default_rules(), clock)
-            opened.append(store)
-            return store
+        url = f"sqlite:///{tmp_path}/skyhub.db" if request.param == "sqlite" else request.getfixturevalue("pg_url")
+        factory = store_factory(url, opened)
 
     yield factory
     for store in opened:
