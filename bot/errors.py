@@ -15,12 +15,14 @@ class BotError(LedgerError):
     """Root of the bot's errors."""
 
     code = "bot"
+    status = 502  # Bluesky or the build failed underneath the bot
 
 
 class RateLimited(BotError):
     """Bluesky said 429; try again after ``reset_at``."""
 
     code = "rate_limited"
+    status = 429
 
     def __init__(self, reason: str, reset_at: int | None) -> None:
         super().__init__(reason)
@@ -37,3 +39,4 @@ class BuildError(BotError):
     """The codegen command failed."""
 
     code = "build_failed"
+    status = 500

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, SecretStr
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ledger import Change, Forbidden, Invalid, Ledger, LedgerError
+from ledger import Change, Forbidden, Invalid, Ledger, LedgerError, TooLarge
 from ledger.document import MAX_DOC_BYTES
 from vault import DB as VAULT_DB
 from vault import Vault
@@ -35,11 +35,6 @@ log = logging.getLogger(__name__)
 
 DB = PathParam(description="A database name", pattern=r"^[a-z][a-z0-9_-]{0,63}$")
 DOC_ID = PathParam(description="A document id (up to 512 characters)", min_length=1, max_length=512)
-STATUS = {
-    "vault": 400, "needs_reauth": 409, "no_master_key": 503, "wrong_master_key": 503,
-    "invalid": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
-    "too_large": 413, "backend": 503,
-}
 MAX_BODY = MAX_DOC_BYTES + 64 * 1024
 
 
@@ -112,8 +107,13 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _error(code: str, reason: str, status: int | None = None) -> JSONResponse:
-    return JSONResponse({"error": code, "reason": reason}, status_code=status or STATUS.get(code, 500))
+def _error(code: str, reason: str, status: int) -> JSONResponse:
+    return JSONResponse({"error": code, "reason": reason}, status_code=status)
+
+
+def _refusal(exc: LedgerError) -> JSONResponse:
+    """Any error of the tree, answered with the status its class declares."""
+    return _error(exc.code, exc.reason, exc.status)
 
 
 def create_api(app: App) -> FastAPI:
@@ -130,12 +130,12 @@ def create_api(app: App) -> FastAPI:
     async def limit_body(request: Request, call_next: Any) -> Any:
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > MAX_BODY:
-            return _error("too_large", f"request body is {int(length):,} bytes; documents are at most {MAX_DOC_BYTES:,} bytes (1 MiB)")
+            return _refusal(TooLarge(f"request body is {int(length):,} bytes; documents are at most {MAX_DOC_BYTES:,} bytes (1 MiB)"))
         return await call_next(request)
 
     @api.exception_handler(LedgerError)
     async def ledger_error(request: Request, exc: LedgerError) -> JSONResponse:
-        return _error(exc.code, exc.reason)
+        return _refusal(exc)
 
     @api.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -10,7 +10,21 @@ from typing import Any
 
 from bot import MENTIONS, STATE_DB, Guardrails, Ingester, Replier
 from bot.bluesky import Bluesky
-from ledger import ADMIN, Feed, Handler, Ledger, LedgerError, Rules, Scheduler, Tick, deadletter_machine, open_store, tick, user
+from ledger import (
+    ADMIN,
+    Feed,
+    Handler,
+    Ledger,
+    LedgerError,
+    Rules,
+    Scheduler,
+    Services,
+    Tick,
+    deadletter_machine,
+    open_store,
+    tick,
+    user,
+)
 from ledger.jobs import JOBS, jobs_handler
 from ledger.lease import Sweeper
 from ledger.sql import SQLStore, redact_url
@@ -202,7 +216,8 @@ def build_app(settings: Settings) -> App:
             )
         )
     key = KeyLoader(settings.vault.key_file)
-    feed = Feed(store, handlers, lease_ms=int(f.lease * 1000), batch_size=f.batch_size, vault=lambda db: Vault(db, key))
+    services = Services(vault=lambda db: Vault(db, key))
+    feed = Feed(store, handlers, lease_ms=int(f.lease * 1000), batch_size=f.batch_size, services=services)
     sweeper = Sweeper(store, rules, safety_interval=settings.sweep.safety_interval)
     maintainer = Maintainer(Ledger(store, "tick:vault"), key, platforms_for(settings), vault_policy(settings))
     ticks = [
@@ -230,5 +245,5 @@ def build_app(settings: Settings) -> App:
     if settings.probe.lanes:
         prober = Prober(Ledger(store, "tick:probe"), dict(settings.probe.lanes))
         ticks.append(Tick("probe", settings.probe.every, prober.run))
-    scheduler = Scheduler(store, ticks, owner=feed.owner, vault=lambda db: Vault(db, key))
+    scheduler = Scheduler(store, ticks, owner=feed.owner, services=services)
     return App(settings, store, rules, handlers, feed, sweeper, scheduler, ticks, master_key=key, maintainer=maintainer)

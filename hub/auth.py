@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from ledger import ADMIN, Invalid, LedgerError, NotFound, Rules, Store
 from ledger.actor import parse_actor
+from ledger.errors import EXIT_FORBIDDEN
 
 AUTH_DB = "auth"
 SIGNATURE_WINDOW_MS = 60_000
@@ -44,6 +45,8 @@ class Unauthorized(LedgerError):
     """The request carries no valid credential (missing, revoked, wrong key, expired, replayed)."""
 
     code = "unauthorized"
+    status = 401
+    exit_code = EXIT_FORBIDDEN
 
 
 def protect(rules: Rules) -> None:

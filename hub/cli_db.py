@@ -13,8 +13,6 @@ from ledger import LedgerError
 from ledger.actor import parse_actor
 
 from .cliutil import (
-    EXIT_BY_CODE,
-    EXIT_ERROR,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     State,
@@ -90,7 +88,7 @@ def db_put(state: State, dbname: str, doc_id: str | None, if_rev: str | None, cr
         except json.JSONDecodeError as exc:
             fail("usage", f"line {number}: malformed JSON ({exc.msg}); the lines before it were written", EXIT_USAGE)
         except LedgerError as exc:
-            fail(exc.code, f"line {number}: {exc.reason}; the lines before it were written", EXIT_BY_CODE.get(exc.code, EXIT_ERROR))
+            fail(exc.code, f"line {number}: {exc.reason}; the lines before it were written", exc.exit_code)
         click.echo(json.dumps({"id": out["_id"], "rev": out["_rev"]}))
 
 

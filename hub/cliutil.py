@@ -19,14 +19,10 @@ from typing import Any, NoReturn
 import click
 
 from ledger import Change, LedgerError
+from ledger.errors import EXIT_CONFLICT, EXIT_ERROR, EXIT_FORBIDDEN, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE  # noqa: F401
 from ledger.sql import SQLStore
 
 from .settings import Settings, load_settings
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_FORBIDDEN, EXIT_NOT_FOUND = 0, 1, 2, 3, 4, 5
-EXIT_BY_CODE = {
-    "conflict": EXIT_CONFLICT, "forbidden": EXIT_FORBIDDEN, "unauthorized": EXIT_FORBIDDEN, "not_found": EXIT_NOT_FOUND,
-}  # every other code (invalid, too_large, backend, vault, no_master_key, ...) exits 1
 
 
 def fail(code: str, reason: str, exit_code: int) -> NoReturn:
@@ -105,7 +101,7 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except LedgerError as exc:
-            fail(exc.code, exc.reason, EXIT_BY_CODE.get(exc.code, EXIT_ERROR))
+            fail(exc.code, exc.reason, exc.exit_code)
         except KeyboardInterrupt:
             sys.exit(130)
 

@@ -22,16 +22,16 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from ledger import SYSTEM, BackendError, Change, Clock, Conflict, Forbidden, Invalid, LedgerError, NotFound, Page, TooLarge
 from ledger.actor import parse_actor
 from ledger.document import check_db, check_id
-from vault import NeedsReauth, NoMasterKey, VaultError, WrongMasterKey
+from ledger.errors import error_class
 
 from .auth import Unauthorized, sign_request
 
 log = logging.getLogger(__name__)
 
-ERRORS: dict[str, type[LedgerError]] = {
-    "vault": VaultError, "no_master_key": NoMasterKey, "wrong_master_key": WrongMasterKey, "needs_reauth": NeedsReauth,
-    "invalid": Invalid, "too_large": TooLarge, "conflict": Conflict, "forbidden": Forbidden,
-    "not_found": NotFound, "unauthorized": Unauthorized, "backend": BackendError,
+# When the hub answers with a code this process has not loaded (a product it does not run),
+# the error is the closest class by HTTP status, keeping the hub's code and reason.
+BY_STATUS: dict[int, type[LedgerError]] = {
+    400: Invalid, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 413: TooLarge, 422: Invalid,
 }
 
 
@@ -114,10 +114,12 @@ class RemoteStore:
             code, reason = body["error"], body["reason"]
         except (ValueError, KeyError, TypeError):
             return BackendError(f"the hub answered {response.status_code} without an error body")
-        cls = ERRORS.get(code, LedgerError if response.status_code < 500 else BackendError)
-        error = cls(reason)
-        if cls is LedgerError:
-            error.code = code
+        status = response.status_code
+        cls = error_class(code) or BY_STATUS.get(status, LedgerError if status < 500 else BackendError)
+        error = cls.__new__(cls)
+        LedgerError.__init__(error, reason)  # every class of the tree carries at least its reason
+        if cls.code != code:
+            error.code = code  # type: ignore[misc]  # a code from a product this process does not load
         return error
 
     @staticmethod

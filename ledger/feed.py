@@ -22,12 +22,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .actor import handler as handler_actor
 from .actor import user
 from .clock import SYSTEM, Clock
+from .context import Context, Services, make_context
 from .document import check_db
 from .errors import Conflict, LedgerError
 from .guards import fresh
@@ -45,11 +46,12 @@ class Handler:
 
     name: str
     dbs: Sequence[str]
-    fn: Callable[[Change, HandlerContext], None]
+    fn: Callable[[Change, Context], None]
     max_tries: int = 5
     timeout: float = 15 * 60.0
     backoff: float = 1.0
     group: str | None = None  # cursor key; handlers sharing one split the work between them
+    settings: Any = None  # the product's settings section, as ctx.settings
 
     def __post_init__(self) -> None:
         self.dbs = tuple(check_db(d) for d in self.dbs)
@@ -62,19 +64,6 @@ class Handler:
     @property
     def cursor(self) -> str:
         return self.group or self.name
-
-
-@dataclass
-class HandlerContext:
-    db: Ledger
-    clock: Clock
-    handler: str
-    tries: int = 0  # failed deliveries of this change before this one
-    log: logging.Logger = field(default_factory=lambda: logging.getLogger("skyhub.handler"))
-    vault: Any = None  # the vault as this handler sees it (backend actors may decrypt)
-
-    def now(self) -> int:
-        return self.clock.now_ms()
 
 
 def deadletter_machine() -> Machine:
@@ -101,10 +90,10 @@ class Feed:
         lease_ms: int = 10_000,
         batch_size: int = 10,
         idle_interval: float = 1.0,
-        vault: Callable[[Ledger], Any] | None = None,
+        services: Services | None = None,
     ) -> None:
         self.store = store
-        self.vault = vault
+        self.services = services
         self.handlers = list(handlers)
         self.clock = clock
         self.owner = owner or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -229,8 +218,7 @@ class Feed:
         return lease_until
 
     def _deliver(self, h: Handler, batch: Batch, change: Change, tries: int, lease_until: int) -> tuple[str | None, int]:
-        db = Ledger(self.store, h.actor)
-        ctx = HandlerContext(db=db, clock=self.clock, handler=h.name, tries=tries, vault=self.vault(db) if self.vault else None)
+        ctx = make_context(Ledger(self.store, h.actor), self.clock, h.name, self.services, settings=h.settings, tries=tries)
         worker = self._workers.get(h.cursor)
         if worker is None:
             worker = self._workers[h.cursor] = _Worker(h.cursor)

@@ -13,13 +13,17 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from .actor import handler, tick
+from .context import Context
 from .errors import Conflict, Forbidden
-from .feed import Handler, HandlerContext
+from .feed import Handler
 from .guards import attempts_left, attempts_used_up, claim, fresh, lease_expired, renew, same_claim
 from .lease import claim as take
 from .lease import finish
 from .machine import Edge, Machine
+from .product import Interval, Product
 from .store import Change, Doc
 
 log = logging.getLogger(__name__)
@@ -40,12 +44,12 @@ JOBS = Machine(
     max_attempts=3,
 )
 
-Work = Callable[[str, Doc, HandlerContext], Any]
+Work = Callable[[str, Doc, Context], Any]
 """``work(key, job, ctx) -> result``: ``key`` is ``"<jobId>:<attempt>"``, stable per attempt,
 for idempotent side effects. The result (JSON) is stored on the done job."""
 
 
-def noop(key: str, job: Doc, ctx: HandlerContext) -> Any:
+def noop(key: str, job: Doc, ctx: Context) -> Any:
     """The default work: nothing, recording which attempt and which process did it."""
     return {"key": key, "pid": os.getpid()}
 
@@ -53,7 +57,7 @@ def noop(key: str, job: Doc, ctx: HandlerContext) -> Any:
 def jobs_handler(work: Work = noop, *, lease_ms: int = 30_000, name: str = "on_change", **options: Any) -> Handler:
     """The on_change handler for ``jobs``: claim pending jobs, do the work, finish."""
 
-    def on_change(change: Change, ctx: HandlerContext) -> None:
+    def on_change(change: Change, ctx: Context) -> None:
         doc = change.doc
         if change.deleted or doc.get("type") != "job" or doc.get("status") != "pending":
             return  # our own writes (running, done) and the sweep's end here: chains stop
@@ -68,3 +72,27 @@ def jobs_handler(work: Work = noop, *, lease_ms: int = 30_000, name: str = "on_c
         finish(ctx.db, "jobs", held, "done", result=result)
 
     return Handler(name, ["jobs"], on_change, **options)
+
+
+# ---- the product declaration ------------------------------------------------------------
+
+
+class JobsSettings(BaseModel):
+    """``[jobs]``: the reference jobs machine."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
+
+    enabled: bool = True
+    """run the reference jobs handler (pending -> running -> done) in `skyhub run`"""
+    lease: Interval = 30.0
+    """how long a claimed job is held before the sweep takes it back"""
+
+
+def _handlers(section: JobsSettings) -> list[Handler]:
+    return [jobs_handler(lease_ms=int(section.lease * 1000), settings=section)] if section.enabled else []
+
+
+PRODUCT = Product(
+    "jobs", "The reference jobs machine: pending -> running -> done, swept home on lease expiry.",
+    machines=[JOBS], settings=JobsSettings, handlers=_handlers,
+)

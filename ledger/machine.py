@@ -23,6 +23,7 @@ class InvalidMachine(LedgerError):
     """A machine declaration is wrong (unreachable state, edge without actor, ...)."""
 
     code = "invalid_machine"
+    status = 500  # a declaration in the code is wrong: a bug to fix, never the client's doing
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,7 @@ class Rules:
     def __init__(self, machines: Iterable[Machine] = ()) -> None:
         self._machines: dict[str, list[Machine]] = {}
         self._policies: dict[str, DbPolicy] = {}
+        self._indexes: dict[tuple[str, str], None] = {}
         for m in machines:
             self.declare(m)
 
@@ -254,6 +256,15 @@ class Rules:
             free=tuple(free) if free is not None else current.free,
             blind=tuple(blind) if blind is not None else current.blind,
         )
+
+    def index(self, db: str, field: str) -> None:
+        """Declare that documents of ``db`` are queried by ``field`` (the store indexes it)."""
+        self._indexes[(check_db(db), check_field(field))] = None
+
+    @property
+    def indexes(self) -> list[tuple[str, str]]:
+        """Every declared (db, field), in declaration order."""
+        return list(self._indexes)
 
     @property
     def machines(self) -> list[Machine]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from .actor import tick as tick_actor
 from .clock import SYSTEM, Clock
+from .context import Context, Services, make_context
 from .errors import Invalid, LedgerError
 from .store import Ledger, Store
 
@@ -54,22 +55,11 @@ class TickEvent:
 
 
 @dataclass
-class TickContext:
-    db: Ledger
-    clock: Clock
-    log: logging.Logger
-    vault: Any = None
-    http: Any = None
-
-    def now(self) -> int:
-        return self.clock.now_ms()
-
-
-@dataclass
 class Tick:
     name: str
     every: str | float
-    fn: Callable[[TickEvent, TickContext], Any]
+    fn: Callable[[TickEvent, Context], Any]
+    settings: Any = None  # the product's settings section, as ctx.settings
     seconds: float = field(init=False)
 
     def __post_init__(self) -> None:
@@ -84,21 +74,17 @@ class Tick:
 class Scheduler:
     def __init__(
         self, store: Store, ticks: Sequence[Tick], *, clock: Clock = SYSTEM, owner: str | None = None,
-        vault: Callable[[Ledger], Any] | None = None,
+        services: Services | None = None,
     ) -> None:
         self.store = store
-        self.vault = vault  # makes ctx.vault for a tick's ledger (backend ticks may decrypt)
+        self.services = services  # ctx.vault (backend ticks may decrypt) and ctx.http
         self.ticks = {t.name: t for t in ticks}
         self.clock = clock
         self.owner = owner or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._scheduler: Any = None
 
-    def context(self, t: Tick) -> TickContext:
-        db = Ledger(self.store, t.actor)
-        return TickContext(
-            db=db, clock=self.clock, log=logging.getLogger(f"skyhub.tick.{t.name}"),
-            vault=self.vault(db) if self.vault else None,
-        )
+    def context(self, t: Tick) -> Context:
+        return make_context(Ledger(self.store, t.actor), self.clock, t.name, self.services, settings=t.settings)
 
     def scheduled_time(self, t: Tick, now_ms: int | None = None) -> datetime:
         """The latest epoch-aligned slot at or before now: the same in every process."""

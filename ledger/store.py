@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .clock import Clock
+
 Doc = dict[str, Any]
 Listener = Callable[["Change | None"], None]
 """Called after a commit: with the change for writes made by this process, ``None`` for a
@@ -75,10 +77,16 @@ class FeedPosition:
     leases: list[dict[str, Any]] = field(default_factory=list)
 
 
-class Store(Protocol):
-    """A backend. Writes take the acting actor explicitly; use ``Ledger`` to bind one."""
+class Documents(Protocol):
+    """Documents with revisions, the audit history and the change log, and the store's clock.
+
+    Everything a product, a CLI command or a remote client needs; the remote backend (the
+    hub's API over HTTP) implements all of it. Writes take the acting actor explicitly: use
+    ``Ledger`` to bind one.
+    """
 
     url: str
+    clock: Clock
 
     def get(self, db: str, id: str) -> Doc: ...
 
@@ -97,9 +105,15 @@ class Store(Protocol):
 
     def head_seq(self) -> int: ...
 
+    def close(self) -> None: ...
+
+
+class Coordination(Protocol):
+    """What only a process that owns the database uses: commit wake-ups, the feed's cursors
+    and batch leases, tick runs, and once-keys (request nonces)."""
+
     def subscribe(self, listener: Listener) -> Callable[[], None]: ...
 
-    # feed bookkeeping
     def feed_claim(self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10) -> Batch | None: ...
 
     def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool: ...
@@ -108,7 +122,6 @@ class Store(Protocol):
 
     def feed_position(self, handler: str) -> FeedPosition: ...
 
-    # scheduler bookkeeping
     def claim_tick_run(self, tick: str, scheduled_at: int, owner: str) -> bool: ...
 
     def finish_tick_run(self, tick: str, scheduled_at: int, outcome: str, error: str | None = None) -> None: ...
@@ -117,15 +130,21 @@ class Store(Protocol):
 
     def use_once(self, key: str, expires_at: int) -> bool: ...
 
-    def close(self) -> None: ...
+
+class Store(Documents, Coordination, Protocol):
+    """A local backend (SQLite, PostgreSQL): documents and coordination over one database."""
 
 
 class Ledger:
-    """A store bound to one actor: what ticks and handlers get as ``ctx.db``."""
+    """Documents bound to one actor: what ticks and handlers get as ``ctx.db``."""
 
-    def __init__(self, store: Store, actor: str) -> None:
+    def __init__(self, store: Documents, actor: str) -> None:
         self.store = store
         self.actor = actor
+
+    def now(self) -> int:
+        """Epoch milliseconds from the store's clock (the one clock every writer shares)."""
+        return self.store.clock.now_ms()
 
     def get(self, db: str, id: str) -> Doc:
         return self.store.get(db, id)

@@ -1,0 +1,92 @@
+"""What every tick and handler is given: ``fn(event, ctx)``.
+
+``ctx.db`` is a ``Ledger`` bound to the tick's or handler's own actor, ``ctx.now()`` reads the
+store's one injected clock, ``ctx.vault`` decrypts for backend actors, ``ctx.http`` is the
+process's HTTP client (the one transport seam for every platform call), ``ctx.settings`` is
+the product's own settings section and ``ctx.log`` a logger named after the actor. Nothing
+else: a tick keeps no state between runs, so every one of them runs on a fake clock with a
+mocked transport in a test.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .clock import Clock
+from .errors import LedgerError
+from .store import Ledger
+
+if TYPE_CHECKING:  # the engine does not need httpx to run; products that call out do
+    import httpx
+
+
+class Secrets(Protocol):
+    """The vault as a backend actor sees it (``ctx.vault``)."""
+
+    def reveal(self, cred_id: str) -> dict[str, Any]:
+        """The current secret of a credential (backend actors only)."""
+
+    def usable(self, cred_id: str) -> dict[str, Any]:
+        """The credential's metadata if work may use it now; raises NeedsReauth otherwise."""
+
+    def report_dead(self, cred_id: str, reason: str) -> None:
+        """A platform refused this credential: flag it NEEDS RE-AUTH."""
+
+
+class _Missing:
+    """Stands in for a service the composition root did not provide; says so when used."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    def __getattr__(self, name: str) -> Any:
+        raise LedgerError(f"no {self._what} was given to this tick or handler (the hub wires one in; a test must pass one)")
+
+    def __repr__(self) -> str:
+        return f"<no {self._what}>"
+
+
+@dataclass
+class Services:
+    """What the composition root hands to every tick and handler besides its ledger."""
+
+    vault: Callable[[Ledger], Secrets] | None = None  # the vault as one actor sees it
+    http: httpx.Client | None = None
+
+
+@dataclass
+class Context:
+    """The one argument besides the event: see the module docstring."""
+
+    db: Ledger
+    clock: Clock
+    name: str  # the tick's or handler's name
+    settings: Any = None
+    vault: Secrets = field(default_factory=lambda: _Missing("vault"))  # type: ignore[assignment]
+    http: httpx.Client = field(default_factory=lambda: _Missing("HTTP client"))  # type: ignore[assignment]
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("skyhub"))
+    tries: int = 0  # handlers: failed deliveries of this change before this one
+
+    def now(self) -> int:
+        """Epoch milliseconds from the store's clock."""
+        return self.clock.now_ms()
+
+    @property
+    def actor(self) -> str:
+        return self.db.actor
+
+
+def make_context(
+    db: Ledger, clock: Clock, name: str, services: Services | None, *, settings: Any = None, tries: int = 0,
+) -> Context:
+    """A context for ``db.actor`` with what ``services`` provides."""
+    ctx = Context(db=db, clock=clock, name=name, settings=settings, log=logging.getLogger(f"skyhub.{db.actor}"), tries=tries)
+    if services is not None:
+        if services.vault is not None:
+            ctx.vault = services.vault(db)
+        if services.http is not None:
+            ctx.http = services.http
+    return ctx
