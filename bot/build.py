@@ -11,7 +11,6 @@ import shlex
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,8 @@ TAIL = 2000
 
 @dataclass
 class BuildSettings:
+    """The lane's knobs (from ``[bot]``: codegen, build_lease, build_timeout)."""
+
     command: str = "python -m bot.codegen"
     lease_ms: int = 15 * 60_000
     timeout_s: float = 10 * 60.0  # shorter than the lease
@@ -34,12 +35,15 @@ class BuildSettings:
 
 
 class Builder:
-    def __init__(self, db: Ledger, settings: BuildSettings, *, now: Callable[[], int] | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:
+    """Claims and builds pending mentions as ``db.actor`` (the builder's device)."""
+
+    def __init__(self, db: Ledger, settings: BuildSettings, *, progress: Callable[[str], None] | None = None) -> None:
         self.db = db
         self.settings = settings
-        self.now = now or (lambda: int(time.time() * 1000))
         self.progress = progress or (lambda line: None)
+
+    def now(self) -> int:
+        return self.db.now()
 
     def run(self, max_jobs: int | None = None) -> dict[str, int]:
         claims = [e for e in MENTIONS.edges if "pending-build" in e.src and e.dst == "building"]

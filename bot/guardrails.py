@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger import parse_interval
+from ledger import Invalid, parse_interval
 
-DEFAULT_FILE = Path(__file__).resolve().parent.parent / "config" / "guardrails.toml"
+DEFAULT_NAME = "guardrails.toml"  # shipped in config/ (the package skyhub_config)
 
 
 @dataclass
 class Guardrails:
+    """Which mentions become builds: caps, blocklists, labels, keywords, age."""
+
     per_author_daily: int = 3
     global_daily: int = 100
     max_queue: int = 50                  # pending-build + building
@@ -25,7 +28,17 @@ class Guardrails:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> Guardrails:
-        data: dict[str, Any] = tomllib.loads(Path(path or DEFAULT_FILE).read_text())
+        if path:
+            try:
+                text = Path(path).read_text()
+            except OSError as exc:
+                raise Invalid(f"cannot read the guardrails file {path} (bot.guardrails): {exc.strerror}") from None
+        else:
+            text = importlib.resources.files("skyhub_config").joinpath(DEFAULT_NAME).read_text()
+        try:
+            data: dict[str, Any] = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise Invalid(f"the guardrails file {path or 'config/guardrails.toml'} is not valid TOML: {exc}") from None
         g = cls()
         g.per_author_daily = int(data.get("per_author_daily", g.per_author_daily))
         g.global_daily = int(data.get("global_daily", g.global_daily))

@@ -1,22 +1,24 @@
 """The ingest tick: Bluesky mentions -> ``pending-build`` (or ``skipped``) documents.
 
-Follows notifications back to its checkpoint (a document in ``bot``), writes one document per
-mention with ``create_only`` and an ``_id`` from the post's at-uri (so re-ingesting is a
-no-op), applies the guardrails, and marks the notifications seen.
+Reads the bot's mention notifications back to ``max_age``, writes one document per new mention
+with ``create_only`` and an ``_id`` from the post's at-uri (so re-ingesting is a no-op),
+applies the guardrails, and marks the notifications seen. ``bot/ingest-checkpoint`` records
+what the last pass saw.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ledger import Conflict, Ledger, NotFound
+from ledger import Conflict, Context, Ledger, NotFound, TickEvent
 
 from .bluesky import Bluesky
 from .guardrails import Guardrails
 from .machine import DB, STATE_DB
+from .session import bluesky
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "ingest-checkpoint"
@@ -43,72 +45,106 @@ def _day(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d")
 
 
+LOOKBACK_SLACK_MS = 10 * 60_000  # beyond max_age: clocks that disagree by a few minutes lose nothing
+PAGE_SIZE = 100  # listNotifications' maximum
+MAX_PAGES = 500  # a bound on one tick's walk (50,000 notifications)
+
+
+def ingest(event: TickEvent, ctx: Context) -> dict[str, int]:
+    """The ``ingest`` tick: new mentions of the bot become ``pending-build`` or ``skipped``."""
+    guardrails = Guardrails.load(ctx.settings.guardrails or None)
+    bsky = bluesky(ctx)
+    try:
+        return Ingester(ctx.db, guardrails).run(bsky)
+    finally:
+        bsky.close()
+
+
 class Ingester:
-    def __init__(self, db: Ledger, bluesky: Callable[[], Bluesky], guardrails: Guardrails) -> None:
+    """One pass over the bot's mention notifications.
+
+    **No mention within ``max_age`` is ever missed.** The AppView sorts notifications by, and
+    reports as ``indexedAt``, the earlier of a post's ``createdAt`` and the time it was
+    indexed, so a mention from a client whose clock is behind, or one delayed on the way,
+    appears *below* newer mentions that were already ingested. The walk therefore does not
+    stop at a checkpoint: it reads every notification back to ``max_age`` (plus a slack), and
+    the ids (from the post's at-uri) tell what is new. Older mentions would be skipped as too
+    old anyway, so that is where the walk ends, unless the last pass was longer ago (after
+    downtime): then it reads back to the last pass, recording each missed mention as skipped.
+
+    **Linear cost.** Each notification costs one point read; the caps are counted once per
+    pass (the queue with bounded queries, today's accepted builds through the indexed
+    ``capDay`` field) and then kept up to date in the pass, never by scanning the day's
+    documents per mention.
+    """
+
+    def __init__(self, db: Ledger, guardrails: Guardrails) -> None:
         self.db = db  # bound to tick:ingest
-        self.bluesky = bluesky
         self.guardrails = guardrails
 
     def now(self) -> int:
-        return int(self.db.store.clock.now_ms())  # type: ignore[attr-defined]
+        return self.db.now()
 
-    def run(self, event: Any = None, ctx: Any = None) -> dict[str, int]:
-        bsky = self.bluesky()
-        try:
-            return self._run(bsky)
-        finally:
-            bsky.close()
-
-    def _run(self, bsky: Bluesky) -> dict[str, int]:
-        checkpoint = self._checkpoint()
-        since = checkpoint.get("indexedAt") or ""
-        since_ms = _ms(since) or 0
-        seen_at_checkpoint = set(checkpoint.get("uris") or [])
+    def run(self, bsky: Bluesky) -> dict[str, int]:
+        now = self.now()
+        horizon = now - self.guardrails.max_age_ms - LOOKBACK_SLACK_MS
+        checkpoint = _ms(self._checkpoint().get("indexedAt"))
+        if checkpoint is not None:
+            # after downtime, also everything since the last pass: too old to build, but each
+            # one is recorded as skipped ("too old"), so the gap is visible
+            horizon = min(horizon, checkpoint)
         fresh: list[dict[str, Any]] = []
-        for note in bsky.walk_notifications(reasons=("mention",)):
-            indexed = _ms(note.get("indexedAt")) or 0
-            if since and indexed < since_ms:
-                break  # newest first: everything from here on was ingested before
-            if indexed == since_ms and note.get("uri") in seen_at_checkpoint:
+        newest = ""
+        for note in bsky.walk_notifications(reasons=("mention",), limit=PAGE_SIZE, max_pages=MAX_PAGES):
+            stamp = note.get("indexedAt") or ""
+            newest = max(newest, stamp)
+            if (_ms(stamp) or 0) < horizon:
+                break  # sorted newest first: everything from here on is older than max_age and the last pass
+            if note.get("reason") != "mention" or not _is_post(note.get("uri")):
                 continue
-            if note.get("reason") == "mention":
+            if not self._known(mention_id(note["uri"])):
                 fresh.append(note)
-        fresh.sort(key=lambda n: _ms(n.get("indexedAt")) or 0)  # oldest first
         counts: dict[str, int] = {}
-        if not fresh:
-            return counts
-        viewer = bsky.get_posts([n["uri"] for n in fresh])
-        for note in fresh:
-            outcome = self._ingest(note, viewer.get(note["uri"], {}), bsky.did)
-            counts[outcome] = counts.get(outcome, 0) + 1
-        newest = fresh[-1]["indexedAt"]
-        uris = [n["uri"] for n in fresh if _ms(n["indexedAt"]) == _ms(newest)]
-        if _ms(newest) == since_ms:
-            uris = sorted(seen_at_checkpoint | set(uris))
-        self._save_checkpoint(checkpoint, newest, uris)
-        bsky.update_seen(datetime.fromisoformat(newest.replace("Z", "+00:00")))
-        log.info("ingest: %s", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        if fresh:
+            fresh.sort(key=lambda n: (_ms(n.get("indexedAt")) or 0, n["uri"]))  # oldest first
+            viewer = bsky.get_posts([n["uri"] for n in fresh])
+            caps = Caps.count(self.db, self.guardrails, _day(now))
+            for note in fresh:
+                outcome = self._ingest(note, viewer.get(note["uri"], {}), bsky.did, caps)
+                counts[outcome] = counts.get(outcome, 0) + 1
+            log.info("ingest: %s", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        if newest:
+            self._save_checkpoint(newest, counts)
+            bsky.update_seen(datetime.fromisoformat(newest.replace("Z", "+00:00")))
         return counts
 
-    def _ingest(self, note: dict[str, Any], post: dict[str, Any], bot_did: str) -> str:
+    def _known(self, doc_id: str) -> bool:
+        try:
+            self.db.get(DB, doc_id)
+        except NotFound:
+            return False
+        return True
+
+    def _ingest(self, note: dict[str, Any], post: dict[str, Any], bot_did: str, caps: Caps) -> str:
         uri = note["uri"]
         doc_id = mention_id(uri)
         record = note.get("record", {})
         author = note.get("author", {})
         text = str(record.get("text", ""))
         labels = {lab.get("val") for lab in note.get("labels", []) + author.get("labels", []) + post.get("labels", []) if lab.get("val")}
-        created = _ms(record.get("createdAt")) or _ms(note.get("indexedAt")) or self.now()
+        now = self.now()
+        created = _ms(record.get("createdAt")) or _ms(note.get("indexedAt")) or now
         reply = record.get("reply") or {}
         root = reply.get("root") or {"uri": uri, "cid": note["cid"]}
         doc = {
             "kind": "mention", "uri": uri, "cid": note["cid"], "text": text,
             "authorDid": author.get("did", ""), "authorHandle": author.get("handle", ""),
             "root": {"uri": root["uri"], "cid": root["cid"]}, "parent": {"uri": uri, "cid": note["cid"]},
-            "postedAt": created, "ingestedAt": self.now(), "day": _day(self.now()), "attempts": 0,
+            "postedAt": created, "ingestedAt": now, "day": _day(now), "attempts": 0,
         }
         reason = self.guardrails.static_reason(
             author_did=doc["authorDid"], author_handle=doc["authorHandle"], bot_did=bot_did, text=text,
-            labels=labels, age_ms=self.now() - created,
+            labels=labels, age_ms=now - created,
         )
         viewer = post.get("viewer", {})
         if reason is None and viewer.get("threadMuted"):
@@ -116,27 +152,19 @@ class Ingester:
         if reason is None and viewer.get("replyDisabled"):
             reason = "replies disabled"
         if reason is None:
-            reason = self._cap(doc)
+            reason = caps.refuse(doc["authorDid"])
         doc["status"] = "skipped" if reason else "pending-build"
         if reason:
             doc["skipReason"] = reason
+        else:
+            doc["capDay"] = doc["day"]  # counts toward today's caps (an indexed field)
         try:
             self.db.put(DB, doc, doc_id, create_only=True)
         except Conflict:
-            return "duplicate"
+            return "duplicate"  # another ingest got there first
+        if not reason:
+            caps.accept(doc["authorDid"])
         return "skipped" if reason else "pending-build"
-
-    def _cap(self, doc: dict[str, Any]) -> str | None:
-        g = self.guardrails
-        queued = sum(1 for _ in self.db.query_all(DB, "status", "pending-build")) + sum(1 for _ in self.db.query_all(DB, "status", "building"))
-        if queued >= g.max_queue:
-            return "queue full"
-        today = [d for d in self.db.query_all(DB, "day", doc["day"]) if d.get("kind") == "mention" and d.get("status") != "skipped"]
-        if len(today) >= g.global_daily:
-            return "daily cap"
-        if sum(1 for d in today if d.get("authorDid") == doc["authorDid"]) >= g.per_author_daily:
-            return "author cap"
-        return None
 
     def _checkpoint(self) -> dict[str, Any]:
         try:
@@ -144,9 +172,63 @@ class Ingester:
         except NotFound:
             return {}
 
-    def _save_checkpoint(self, head: dict[str, Any], indexed_at: str, uris: list[str]) -> None:
-        body = {"kind": "checkpoint", "indexedAt": indexed_at, "uris": uris, "savedAt": self.now()}
-        if head.get("_rev"):
-            self.db.put(STATE_DB, body, CHECKPOINT, if_rev=head["_rev"])
-        else:
-            self.db.put(STATE_DB, body, CHECKPOINT, create_only=True)
+    def _save_checkpoint(self, indexed_at: str, counts: dict[str, int]) -> None:
+        """What the last pass saw (for people and the console; the walk does not depend on it)."""
+        try:
+            head: dict[str, Any] | None = self.db.get(STATE_DB, CHECKPOINT)
+        except NotFound:
+            head = None
+        if head is not None and head.get("indexedAt") == indexed_at and not counts:
+            return  # nothing new: no write
+        body = {"kind": "checkpoint", "indexedAt": indexed_at, "savedAt": self.now(), "lastCounts": counts}
+        try:
+            if head is not None:
+                self.db.put(STATE_DB, body, CHECKPOINT, if_rev=head["_rev"])
+            else:
+                self.db.put(STATE_DB, body, CHECKPOINT, create_only=True)
+        except Conflict:
+            pass  # a concurrent pass saved its own view
+
+
+@dataclass
+class Caps:
+    """The guardrails' counters for one pass: counted once, then kept up to date in memory."""
+
+    guardrails: Guardrails
+    queued: int
+    today_total: int
+    today_by_author: dict[str, int]
+
+    @classmethod
+    def count(cls, db: Ledger, guardrails: Guardrails, day: str) -> Caps:
+        bound = guardrails.max_queue + 1
+        queued = sum(
+            len([d for d in db.query(DB, "status", status, limit=bound).docs if d.get("kind") == "mention"])
+            for status in ("pending-build", "building")
+        )
+        by_author: dict[str, int] = {}
+        total = 0
+        for d in db.query_all(DB, "capDay", day):
+            if d.get("kind") == "mention":
+                total += 1
+                by_author[d.get("authorDid", "")] = by_author.get(d.get("authorDid", ""), 0) + 1
+        return cls(guardrails, queued, total, by_author)
+
+    def refuse(self, author: str) -> str | None:
+        g = self.guardrails
+        if self.queued >= g.max_queue:
+            return "queue full"
+        if self.today_total >= g.global_daily:
+            return "daily cap"
+        if self.today_by_author.get(author, 0) >= g.per_author_daily:
+            return "author cap"
+        return None
+
+    def accept(self, author: str) -> None:
+        self.queued += 1
+        self.today_total += 1
+        self.today_by_author[author] = self.today_by_author.get(author, 0) + 1
+
+
+def _is_post(uri: object) -> bool:
+    return isinstance(uri, str) and uri.startswith("at://") and "/app.bsky.feed.post/" in uri

@@ -3,7 +3,8 @@
 Never twice: the reply's record key is written on the document *before* posting, and a retry
 that finds a record under that key records it instead of posting again. A thread muted or
 closed to replies since ingest ends in ``skipped``. A 429 waits for its reset (``waitUntil``)
-and is not an attempt.
+and is not an attempt. The reply waits until the built page answers (``pageWaitSince``; not an
+attempt either), and gives up with ``error`` after ``bot.page_wait``.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ledger import Conflict, Forbidden, Ledger
+import httpx
+
+from ledger import Conflict, Context, Forbidden, Ledger, TickEvent
 
 from .bluesky import Bluesky
 from .errors import BotError, RateLimited, SessionInvalid
 from .machine import DB
+from .session import bluesky
 
 log = logging.getLogger(__name__)
 MAX_TRIES = 3
@@ -53,22 +57,50 @@ def permalink(uri: str) -> str:
     return f"https://bsky.app/profile/{did}/post/{rkey}"
 
 
+def reply(event: TickEvent, ctx: Context) -> dict[str, int]:
+    """The ``reply`` tick: answer every built mention whose page is up, once."""
+    s = ctx.settings
+    return Replier(ctx.db, s.reply_template, pages=PageCheck(ctx.http, int(s.page_wait * 1000))).run(lambda: bluesky(ctx))
+
+
+class PageCheck:
+    """Does a built page answer yet? The builder writes ``built`` before the workflow's push,
+    and GitHub Pages serves a push a minute or more later: a reply must not link to a 404."""
+
+    def __init__(self, http: httpx.Client | None, wait_ms: int, timeout: float = 10.0) -> None:
+        self.http = http
+        self.wait_ms = wait_ms
+        self.timeout = timeout
+
+    def problem(self, url: str) -> str | None:
+        """None when the page answers with a success, else what it answered."""
+        if self.http is None or not url.startswith(("http://", "https://")):
+            return None
+        try:
+            response = self.http.get(url, timeout=self.timeout, follow_redirects=True)
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}"
+        return None if response.status_code < 400 else f"HTTP {response.status_code}"
+
+
 class Replier:
-    def __init__(self, db: Ledger, bluesky: Callable[[], Bluesky], template: str = "Your build is ready: {url}") -> None:
+    """One pass over built mentions; see the module docstring."""
+
+    def __init__(self, db: Ledger, template: str = "Your build is ready: {url}", *, pages: PageCheck | None = None) -> None:
         self.db = db  # bound to tick:reply
-        self.bluesky = bluesky
         self.template = template
+        self.pages = pages or PageCheck(None, 0)
 
     def now(self) -> int:
-        return int(self.db.store.clock.now_ms())  # type: ignore[attr-defined]
+        return self.db.now()
 
-    def run(self, event: Any = None, ctx: Any = None) -> dict[str, int]:
+    def run(self, bluesky: Callable[[], Bluesky]) -> dict[str, int]:
         built = [d for d in self.db.query_all(DB, "status", "built") if d.get("kind") == "mention"]
         due = [d for d in built if int(d.get("waitUntil") or 0) <= self.now()]
         counts: dict[str, int] = {}
         if not due:
             return counts
-        bsky = self.bluesky()
+        bsky = bluesky()
         try:
             viewer = bsky.get_posts([d["uri"] for d in due])
             for doc in due:
@@ -88,14 +120,23 @@ class Replier:
             return self._move(doc, "skipped", skipReason="muted thread")
         if viewer.get("replyDisabled"):
             return self._move(doc, "skipped", skipReason="replies disabled")
-        if not doc.get("replyRkey"):  # fix the record key first: a retry reuses it
+        url = (doc.get("result") or {}).get("url")
+        if not url:
+            return self._move(doc, "error", lastError="the build result has no url")
+        problem = None if doc.get("replyRkey") else self.pages.problem(url)  # a fixed key: posting was decided
+        if problem is not None:  # not up yet: wait (not an attempt), within page_wait
+            since = int(doc.get("pageWaitSince") or self.now())
+            if self.now() - since >= self.pages.wait_ms:
+                minutes = self.pages.wait_ms / 60_000
+                return self._move(doc, "error", lastError=f"the page {url} did not come up within {minutes:g} min (last answer: {problem})")
+            if "pageWaitSince" not in doc or doc.get("lastError") != f"waiting for the page to come up: {problem}":
+                self._update(doc, pageWaitSince=since, lastError=f"waiting for the page to come up: {problem}")
+            return "page-not-up"
+        if not doc.get("replyRkey"):  # fix the record key before posting: a retry reuses it
             fixed = self._update(doc, replyRkey=new_rkey(self.now()))
             if fixed is None:
                 return "moved"
             doc = fixed
-        url = (doc.get("result") or {}).get("url")
-        if not url:
-            return self._move(doc, "error", lastError="the build result has no url")
         text, facets = reply_text(self.template, url)
         created = datetime.fromtimestamp(self.now() / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
         try:
@@ -113,7 +154,7 @@ class Replier:
             self._update(doc, replyTries=tries, lastError=exc.reason)
             return "retry"
         return self._move(doc, "replied", replyUri=posted["uri"], replyCid=posted["cid"], permalink=permalink(posted["uri"]),
-                          repliedAt=self.now(), lastError=None, waitUntil=None, held=None)
+                          repliedAt=self.now(), lastError=None, waitUntil=None, held=None, pageWaitSince=None)
 
     def _body(self, doc: dict[str, Any], **fields: Any) -> dict[str, Any]:
         body = {k: v for k, v in doc.items() if not k.startswith("_")}

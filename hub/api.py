@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi import Path as PathParam
@@ -24,12 +24,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ledger import Change, Forbidden, Invalid, Ledger, LedgerError, TooLarge
 from ledger.document import MAX_DOC_BYTES
 from vault import DB as VAULT_DB
-from vault import Vault
+from vault import NoMasterKey, Vault
+from vault.keys import ALTERNATIVES
+from vault.rotation import verify as verify_now
 
+from .app import App
 from .auth import AUTH_DB, Authenticator, Principal, Unauthorized
-
-if TYPE_CHECKING:
-    from .app import App
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +298,7 @@ def create_api(app: App) -> FastAPI:
 
     # ---- vault (write-only) ----------------------------------------------------------------
     def vault_for(who: Principal) -> Vault:
-        return Vault(Ledger(store, who.actor), app.master_key)
+        return Vault(Ledger(store, who.actor), app.key)
 
     @api.put("/v1/vault/credentials/{platform}/{account}", tags=["vault"], response_model=Credential)
     def vault_put(
@@ -308,9 +308,11 @@ def create_api(app: App) -> FastAPI:
         verify: bool = Query(False, description="Check the secret with the platform now instead of at the next vault tick"),
         who: Principal = Depends(principal),
     ) -> dict[str, Any]:
+        if app.vault_key_problem():
+            raise NoMasterKey(f"the hub has no vault master key, so it cannot seal this secret: on the hub, {ALTERNATIVES}")
         meta = vault_for(who).put(platform, account, body.secret.get_secret_value() if isinstance(body.secret, SecretStr) else body.secret)
         if verify:
-            meta = app.verify_credential(meta["id"])
+            meta = verify_now(app.context("vault", "tick:vault"), meta["id"])
         return meta
 
     @api.get("/v1/vault/credentials", tags=["vault"], response_model=list[Credential])
@@ -323,7 +325,7 @@ def create_api(app: App) -> FastAPI:
 
     @api.delete("/v1/vault/credentials/{cred_id}", tags=["vault"], response_model=Written)
     def vault_rm(cred_id: str = PathParam(max_length=200), who: Principal = Depends(principal)) -> Written:
-        Vault(Ledger(store, who.actor), app.master_key).remove(cred_id)
+        vault_for(who).remove(cred_id)
         return Written(id=cred_id, rev="", deleted=True)
 
     # ---- machines ------------------------------------------------------------------------

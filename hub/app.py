@@ -1,67 +1,114 @@
-"""The composition root: one store, the registered machines, handlers and ticks, the HTTP
-API, and the threads that run them (`skyhub run`)."""
+"""The composition root: one store, the products' machines, handlers and ticks, and the
+threads that run them. It holds no product logic: every product is a ``Product`` declaration
+(``hub/products.py`` lists them), and this module only composes what they declare.
+
+``hub/server.py`` serves an ``App`` over HTTP (``skyhub run``); the CLI builds one for
+``skyhub tick``.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot import MENTIONS, STATE_DB, Guardrails, Ingester, Replier
-from bot.bluesky import Bluesky
 from ledger import (
-    ADMIN,
+    Context,
     Feed,
     Handler,
     Ledger,
     LedgerError,
+    Product,
     Rules,
     Scheduler,
     Services,
+    Store,
     Tick,
     deadletter_machine,
     open_store,
-    tick,
-    user,
 )
-from ledger.jobs import JOBS, jobs_handler
+from ledger.context import make_context
 from ledger.lease import Sweeper
-from ledger.sql import SQLStore, redact_url
-from vault import CREDENTIALS, Endpoints, Maintainer, MasterKey, Platforms, Policy, Prober, Vault, load_master_key
-from vault.probe import DB as PROBES
+from ledger.sql import redact_url
+from vault.keys import KeyLoader
 
 from .auth import protect
+from .products import products
 from .settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-def build_rules() -> Rules:
-    """Every machine skyhub knows. Later products declare theirs here."""
-    rules = Rules([JOBS, deadletter_machine(), CREDENTIALS, MENTIONS])
-    rules.allow(PROBES, free=[tick("probe"), user(), ADMIN], blind=[user(), ADMIN])
-    rules.allow(STATE_DB, free=[tick("ingest"), user(), ADMIN])
+def build_rules(known: Sequence[Product] | None = None) -> Rules:
+    """Every machine, write policy and index the products declare, plus the engine's own."""
+    rules = Rules([deadletter_machine()])
+    for product in products() if known is None else known:
+        product.declare(rules)
     protect(rules)
     return rules
 
 
+def open_app_store(settings: Settings, rules: Rules | None = None) -> Store:
+    return open_store(settings.database_url, rules if rules is not None else build_rules())
+
+
+def services_for(settings: Settings, key: KeyLoader | None = None) -> Services:
+    """The vault (as each actor sees it) and the HTTP client every tick and handler shares."""
+    from vault import Vault
+
+    loader = key or KeyLoader(settings.section("vault").key_file)
+    return Services(vault=lambda db: Vault(db, loader), http=_LazyHttp(settings.platforms.timeout), platforms=settings.platforms)  # type: ignore[arg-type]
+
+
+class _LazyHttp:
+    """An ``httpx.Client`` made on first use, so a hub whose ticks never call out never imports httpx's stack."""
+
+    def __init__(self, timeout: float) -> None:
+        self._timeout = timeout
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import httpx
+
+                self._client = httpx.Client(timeout=self._timeout, headers={"User-Agent": "skyhub"})
+            return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+
 @dataclass
 class App:
+    """A hub process: the store, the feed, the sweep and the scheduler over what the products declare."""
+
     settings: Settings
-    store: SQLStore
+    store: Store
     rules: Rules
+    products: tuple[Product, ...]
+    services: Services
     handlers: list[Handler]
     feed: Feed
     sweeper: Sweeper
     scheduler: Scheduler
     ticks: list[Tick] = field(default_factory=list)
-    master_key: Any = None
-    maintainer: Maintainer | None = None
+    key: KeyLoader = field(default_factory=KeyLoader)
     stopping: threading.Event = field(default_factory=threading.Event)
     _stopped: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
+        self._started = True
         self.feed.start()
         self.sweeper.start()
         self.scheduler.start()
@@ -80,20 +127,24 @@ class App:
         self.scheduler.stop(wait=True)
         self.sweeper.stop()
         self.feed.stop()
+        http = self.services.http
+        if isinstance(http, _LazyHttp):
+            http.close()
         self.store.close()
-        log.info("skyhub stopped")
+        if getattr(self, "_started", False):
+            log.info("skyhub stopped")
 
-    def verify_credential(self, cred_id: str) -> dict[str, Any]:
-        """Check a credential with its platform now (``vault put --verify``); its metadata after."""
-        assert self.maintainer is not None
-        from vault import DB as VAULT_DB
-        from vault import public
+    def context(self, product: str, actor: str) -> Context:
+        """A context for a backend ``actor`` of ``product`` (``tick:vault`` for "verify now")."""
+        return make_context(Ledger(self.store, actor), self.store.clock, actor.partition(":")[2] or actor, self.services,
+                            settings=self.settings.section(product))
 
-        self.maintainer.maintain(self.store.get(VAULT_DB, cred_id))
-        return public(self.store.get(VAULT_DB, cred_id))
+    def vault_key_problem(self) -> str | None:
+        """Why the vault cannot open secrets (no master key configured), or None."""
+        return self.key.available()
 
     def health(self) -> dict[str, Any]:
-        """Store, feed and scheduler state, for /health and the console."""
+        """Store, feed, scheduler and vault state, for /health and the console."""
         store: dict[str, Any] = {"url": redact_url(self.store.url)}
         try:
             store.update(ok=True, headSeq=self.store.head_seq())
@@ -117,133 +168,71 @@ class App:
                 r = runs[0]
                 entry["lastRun"] = {"scheduledAt": r.scheduled_at, "finishedAt": r.finished_at, "outcome": r.outcome, "error": r.error}
             ticks.append(entry)
+        vault = self._vault_health(store["ok"])
         feed_ok = self.feed.running or not self.handlers
         sched_ok = self.scheduler.running or not self.ticks
         return {
-            "ok": bool(store["ok"] and feed_ok and sched_ok and not self.stopping.is_set()),
+            "ok": bool(store["ok"] and feed_ok and sched_ok and vault["ok"] and not self.stopping.is_set()),
             "store": store,
             "feed": {"running": self.feed.running, "handlers": handlers},
             "scheduler": {"running": self.scheduler.running, "ticks": ticks},
             "sweep": {"returned": self.sweeper.returned, "failed": self.sweeper.failed},
+            "vault": vault,
         }
 
-    def serve(self, host: str, port: int, on_ready: Any = None) -> None:
-        """Serve the API until SIGTERM/SIGINT, with the feed, sweep and scheduler running.
+    def _vault_health(self, store_ok: bool) -> dict[str, Any]:
+        from vault import DB as VAULT_DB
 
-        The server runs in a thread and the main thread owns the signals, so a stop always
-        goes through ``stop()``: the API finishes its requests, in-flight handlers finish or
-        are left to their leases, and the store closes. (uvicorn in the main thread would
-        re-raise the signal and end the process before that.)
-        """
-        import signal
-
-        import uvicorn
-
-        from .api import create_api
-
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_api(self), host=host, port=port, log_level="warning",
-                timeout_graceful_shutdown=5, lifespan="off", access_log=False,
-            )
-        )
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        self.start()
-        thread = threading.Thread(target=server.run, name="api", daemon=True)
-        thread.start()
-        try:
-            while not server.started:
-                if not thread.is_alive():
-                    raise LedgerError(f"the API could not start on {host}:{port} (is the port taken?)")
-                if stop.wait(0.05):
-                    break
-            if server.started and on_ready:
-                bound = server.servers[0].sockets[0].getsockname()
-                on_ready(f"http://{bound[0]}:{bound[1]}")
-            while not stop.wait(0.5) and thread.is_alive():
+        problem = self.vault_key_problem()
+        if problem is None:
+            return {"ok": True, "key": True}
+        credentials = 0
+        if store_ok:
+            try:
+                credentials = len(self.store.query(VAULT_DB, "kind", "credential", limit=1).docs)
+            except LedgerError:
                 pass
-        finally:
-            self.stopping.set()
-            server.should_exit = True
-            thread.join(10)
-            self.stop()
+        # without credentials nothing needs the key yet; with one, the vault tick fails every run
+        return {"ok": credentials == 0, "key": False, "reason": problem}
 
 
-def open_app_store(settings: Settings, rules: Rules | None = None) -> SQLStore:
-    return open_store(settings.database_url, rules if rules is not None else build_rules())
+SWEEP_HELP = "takes back expired leases (the hub also wakes it at the earliest lease)"
 
 
-class KeyLoader:
-    """Loads the vault's master key on first use, so a hub without one still runs its
-    engine; the vault tick and vault writes then fail with the reason and the remedy."""
-
-    def __init__(self, key_file: str) -> None:
-        self.key_file = key_file
-        self._key: MasterKey | None = None
-
-    def __call__(self) -> MasterKey:
-        if self._key is None:
-            self._key = load_master_key(self.key_file or None)
-        return self._key
+def tick_help(known: Sequence[Product] | None = None) -> dict[str, str]:
+    """Every tick a hub can run, and what it does."""
+    out = {"sweep": SWEEP_HELP}
+    for product in products() if known is None else known:
+        out.update(product.tick_help)
+    return out
 
 
-def platforms_for(settings: Settings) -> Platforms:
-    v = settings.vault
-    endpoints = Endpoints(bluesky_pds=v.bluesky_pds, instagram=v.instagram_url, threads=v.threads_url, graph=v.graph_url)
-    return Platforms(endpoints, attempts=v.retries, wait=v.retry_wait)
-
-
-def vault_policy(settings: Settings) -> Policy:
-    v = settings.vault
-    return Policy(
-        refresh_after_ms=int(v.refresh_after * 1000), min_age_ms=int(v.min_age * 1000),
-        bluesky_refresh_before_ms=int(v.bluesky_refresh_before * 1000), create_session_budget=v.create_session_budget,
-    )
-
-
-def build_app(settings: Settings) -> App:
-    rules = build_rules()
+def build_app(settings: Settings, *, services: Services | None = None) -> App:
+    """Compose the products the settings configure into one hub process."""
+    known = products()
+    rules = build_rules(known)
     store = open_app_store(settings, rules)
+    key = KeyLoader(settings.section("vault").key_file)
+    services = services or services_for(settings, key)
     f = settings.feed
-    handlers = []
-    if settings.jobs.enabled:
-        handlers.append(
-            jobs_handler(
-                lease_ms=int(settings.jobs.lease * 1000),
-                max_tries=f.max_tries, timeout=f.handler_timeout, backoff=f.backoff,
-            )
-        )
-    key = KeyLoader(settings.vault.key_file)
-    services = Services(vault=lambda db: Vault(db, key))
-    feed = Feed(store, handlers, lease_ms=int(f.lease * 1000), batch_size=f.batch_size, services=services)
+    handlers: list[Handler] = []
+    ticks: list[Tick] = []
     sweeper = Sweeper(store, rules, safety_interval=settings.sweep.safety_interval)
-    maintainer = Maintainer(Ledger(store, "tick:vault"), key, platforms_for(settings), vault_policy(settings))
-    ticks = [
-        Tick("sweep", settings.sweep.safety_interval, lambda event, ctx: sweeper.sweep_once()),
-        Tick("vault", settings.vault.every, maintainer.run),
-    ]
-    if settings.bot.handle:
-        b = settings.bot
-
-        def session_as(actor: str) -> Any:
-            def session() -> Bluesky:
-                # the vault tick keeps this session fresh; the bot only uses it
-                secret = Vault(Ledger(store, actor), key).reveal(f"bluesky:{b.handle}")
-                if "session" not in secret:
-                    from vault import NeedsReauth
-
-                    raise NeedsReauth(f"bluesky:{b.handle} has no session yet: the vault tick makes one after the paste is verified")
-                return Bluesky(b.pds, secret["session"])
-
-            return session
-
-        guardrails = Guardrails.load(b.guardrails or None)
-        ticks.append(Tick("ingest", b.ingest_every, Ingester(Ledger(store, "tick:ingest"), session_as("tick:ingest"), guardrails).run))
-        ticks.append(Tick("reply", b.reply_every, Replier(Ledger(store, "tick:reply"), session_as("tick:reply"), b.reply_template).run))
-    if settings.probe.lanes:
-        prober = Prober(Ledger(store, "tick:probe"), dict(settings.probe.lanes))
-        ticks.append(Tick("probe", settings.probe.every, prober.run))
+    ticks.append(Tick("sweep", settings.sweep.safety_interval, lambda event, ctx: sweeper.sweep_once()))
+    for product in known:
+        section = settings.section(product.name) if product.settings is not None else None
+        made = list(product.ticks(section))
+        undocumented = [t.name for t in made if t.name not in product.tick_help]
+        if undocumented:
+            raise LedgerError(f"product {product.name} runs tick {undocumented[0]!r} without saying what it does (tick_help)")
+        ticks.extend(made)
+        handlers.extend(
+            dataclasses.replace(h, max_tries=f.max_tries, timeout=f.handler_timeout, backoff=f.backoff)
+            for h in product.handlers(section)
+        )
+    names = [t.name for t in ticks]
+    if len(set(names)) != len(names):
+        raise LedgerError(f"two ticks share a name: {sorted(n for n in names if names.count(n) > 1)[0]!r}")
+    feed = Feed(store, handlers, lease_ms=int(f.lease * 1000), batch_size=f.batch_size, services=services)
     scheduler = Scheduler(store, ticks, owner=feed.owner, services=services)
-    return App(settings, store, rules, handlers, feed, sweeper, scheduler, ticks, master_key=key, maintainer=maintainer)
+    return App(settings, store, rules, known, services, handlers, feed, sweeper, scheduler, ticks, key)

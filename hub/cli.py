@@ -2,8 +2,9 @@
 
 Results go to stdout (JSON for data; tables for people where ``--json`` switches to JSON),
 logs and errors to stderr in one line. Exit codes: 0 ok, 1 error, 2 usage, 3 conflict,
-4 forbidden, 5 not found. Nothing is written when a command fails. The command groups live
-in ``cli_db``, ``cli_access``, ``cli_vault`` and ``cli_build``.
+4 forbidden, 5 not found. Nothing is written when a command fails. The hub's own groups live
+in ``cli_db`` and ``cli_access``; each product brings its own (``vault``, ``build``, ...),
+imported only when used.
 """
 
 from __future__ import annotations
@@ -13,16 +14,25 @@ import sys
 
 import click
 
+from ledger import Usage
+
 from .cli_access import device, user
-from .cli_build import build_group
 from .cli_db import db
-from .cli_vault import vault_group
-from .cliutil import EXIT_ERROR, Group, State, configure_logging
+from .cliutil import EXIT_ERROR, Group, State, configure_logging, run_main
+from .products import products
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+def _product_groups() -> dict[str, str]:
+    return {name: target for p in products() for name, target in p.cli.items()}
+
+
+@click.group(cls=Group, lazy=_product_groups(), context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", envvar="SKYHUB_CONFIG", type=click.Path(dir_okay=False), help="A settings file layered over config/skyhub.toml.")
-@click.option("--database-url", help="sqlite:///PATH or postgresql://USER@HOST:PORT/DB (env SKYHUB_DATABASE_URL).")
+@click.option(
+    "--database-url",
+    help="sqlite:///skyhub.db (a file here), sqlite:////var/lib/skyhub/skyhub.db (an absolute path: four slashes) "
+    "or postgresql://USER@HOST:5432/DB (env SKYHUB_DATABASE_URL).",
+)
 @click.option("--hub", metavar="URL", help="Work against a hub over HTTP instead of a local database (env SKYHUB_HUB_URL).")
 @click.option("--token", help="A person's token for --hub (env SKYHUB_TOKEN; prefer the environment).")
 @click.option("--device", metavar="NAME", help="Sign requests to --hub as this device (env SKYHUB_DEVICE).")
@@ -49,16 +59,34 @@ def run(state: State, host: str | None, port: int | None) -> None:
     Example: skyhub run --port 8470
     """
     from .app import build_app
+    from .server import serve
 
     state.local_store("skyhub run")
     settings = state.settings
     configure_logging(settings.log_level)
     app = build_app(settings)
-    ready = lambda url: click.echo(f"skyhub: API on {url}; database {app.store!r}; stop with Ctrl-C", err=True)  # noqa: E731
-    app.serve(host or settings.host, settings.port if port is None else port, on_ready=ready)
+    problem = app.vault_key_problem()
+    if problem:
+        click.echo(f"skyhub: the vault has no master key, so credentials cannot be stored or used: {problem}", err=True)
+
+    def ready(url: str) -> None:
+        click.echo(f"skyhub: API on {url}; database {app.store!r}; stop with Ctrl-C", err=True)
+
+    serve(app, host or settings.host, settings.port if port is None else port, on_ready=ready)
 
 
-@main.command("tick")
+class TickCommand(click.Command):
+    """``skyhub tick``: its help lists every tick a hub can run."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help(ctx, formatter)
+        from .app import tick_help
+
+        with formatter.section("Ticks"):
+            formatter.write_dl(sorted(tick_help().items()))
+
+
+@main.command("tick", cls=TickCommand)
 @click.argument("name")
 @click.pass_obj
 def tick_cmd(state: State, name: str) -> None:
@@ -66,20 +94,30 @@ def tick_cmd(state: State, name: str) -> None:
 
     Example: skyhub tick sweep
     """
-    from .app import build_app
+    from .app import build_app, tick_help
 
     state.local_store("skyhub tick")
     configure_logging(state.settings.log_level)
     app = build_app(state.settings)
     try:
+        if name not in app.scheduler.ticks:
+            known = tick_help()
+            if name in known:
+                raise Usage(f"tick {name!r} is not configured here: it {known[name]}")
+            raise Usage(f"no tick named {name!r}; ticks: {', '.join(sorted(known))} (see skyhub tick --help)")
         outcome = app.scheduler.run(name, manual=True)
         runs = app.store.tick_runs(name, limit=1)
     finally:
-        app.store.close()
+        app.stop()
     click.echo(json.dumps({"tick": name, "outcome": outcome, "error": runs[0].error if runs else None}))
     if outcome == "error":
         sys.exit(EXIT_ERROR)
 
 
-for group in (db, user, device, build_group, vault_group):
+for group in (db, user, device):
     main.add_command(group)
+
+
+def entry() -> None:
+    """The ``skyhub`` console script."""
+    run_main(main)

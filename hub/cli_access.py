@@ -6,11 +6,11 @@ import json
 
 import click
 
+from ledger.text import iso, table
+
 from .cliutil import (
     State,
-    iso,
     json_option,
-    table,
 )
 
 
@@ -52,9 +52,9 @@ def user_list(state: State, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(tokens))
         return
-    table(["id", "name", "actor", "created", "revoked"], [
+    click.echo(table(["id", "name", "actor", "created", "revoked"], [
         [t["id"], t["name"], t["actor"], iso(t["createdAt"]), iso(t["revokedAt"]) if t["revokedAt"] else ""] for t in tokens
-    ])
+    ]))
 
 
 @user.command("revoke")
@@ -128,9 +128,9 @@ def device_list(state: State, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(devices))
         return
-    table(["name", "actor", "fingerprint", "approved", "revoked"], [
+    click.echo(table(["name", "actor", "fingerprint", "approved", "revoked"], [
         [d["name"], d["actor"], d["fingerprint"], iso(d["approvedAt"]), iso(d["revokedAt"]) if d["revokedAt"] else ""] for d in devices
-    ])
+    ]))
 
 
 @device.command("revoke")

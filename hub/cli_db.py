@@ -5,24 +5,22 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from typing import Any
+from typing import Any, cast
 
 import click
 
 from ledger import LedgerError
-from ledger.actor import parse_actor
+from ledger.text import cell, table
 
 from .cliutil import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     State,
     as_option,
-    cell,
     db_option,
     fail,
     json_option,
     print_changes,
-    table,
 )
 
 
@@ -45,12 +43,8 @@ def _read_document(text: str) -> dict[str, Any]:
     return value  # the store checks that it is an object
 
 
-def _actor(state: State, as_actor: str | None) -> str | None:
-    if state.remote:
-        return as_actor  # the hub decides who this credential is; --as must agree with it
-    actor = as_actor or state.settings.actor
-    parse_actor(actor)
-    return actor
+def _actor(state: State, as_actor: str | None) -> str:
+    return state.actor(as_actor)  # over a hub the credential decides; --as must agree with it
 
 
 
@@ -138,7 +132,7 @@ def db_query(state: State, dbname: str, field: str, key: str, limit: int, after:
         return
     columns = ["_id", "_rev"] + [c for c in ("type", "kind", "status", field) if any(c in d for d in page.docs)]
     columns = list(dict.fromkeys(columns))
-    table(columns, [[cell(d.get(c)) for c in columns] for d in page.docs])
+    click.echo(table(columns, [[cell(d.get(c)) for c in columns] for d in page.docs]))
     if page.next:
         click.echo(f"more: --after {page.next}", err=True)
 
@@ -166,31 +160,34 @@ def db_history(state: State, dbname: str, doc_id: str, as_json: bool) -> None:
 @json_option
 @click.pass_obj
 def db_changes(state: State, since: int, limit: int, follow: bool, as_json: bool) -> None:
-    """The change log in commit order (JSON lines with --json).
+    """The change log in commit order (--json: an array; with --follow, one JSON object per line).
 
     Example: skyhub db changes --since 120 --follow --json
     """
     store = state.store
     if not follow:
-        print_changes(store.changes(since, limit), as_json, lines=True)
+        print_changes(store.changes(since, limit), as_json)
         return
     if state.remote:
+        from .remote import RemoteStore
+
         try:
             header = True
-            for change in store.follow(since):
+            for change in cast(RemoteStore, store).follow(since):
                 print_changes([change], as_json, lines=True, header=header)
                 header = False
                 sys.stdout.flush()
         except KeyboardInterrupt:
             return
         return
+    local = state.local_store("following changes")
     woke = threading.Event()
-    store.subscribe(lambda _change: woke.set())
+    local.subscribe(lambda _change: woke.set())
     header = True
     try:
         while True:
             woke.clear()
-            batch = store.changes(since, limit)
+            batch = local.changes(since, limit)
             if batch:
                 print_changes(batch, as_json, lines=True, header=header)
                 header = False
@@ -206,17 +203,15 @@ def db_changes(state: State, since: int, limit: int, follow: bool, as_json: bool
 @json_option
 @click.pass_obj
 def db_machines(state: State, as_json: bool) -> None:
-    """Print every registered machine as a Mermaid state diagram.
+    """Print every registered machine as Markdown with a Mermaid state diagram each.
 
     Example: skyhub db machines > machines.md
     """
     from .app import build_rules
+    from .docs import machine_markdown
 
     machines = build_rules().machines
     if as_json:
         click.echo(json.dumps([m.describe() for m in machines]))
         return
-    for m in machines:
-        click.echo(f"%% {m.name} ({m.kind_field} = {m.kind})")
-        click.echo(m.mermaid())
-        click.echo()
+    click.echo("\n".join(machine_markdown(m) for m in machines), nl=False)

@@ -1,36 +1,48 @@
-"""What every ``skyhub`` command shares: settings and store, exit codes, options, output.
+"""What every ``skyhub`` command shares: settings and store (``State``, the ``ledger.Env`` the
+products' command groups get), one-line errors, the exit codes, options and output.
 
-The commands themselves are a thin layer over the library.
+The commands themselves are a thin layer over the library. Results go to stdout, logs and
+errors to stderr, as one line: ``skyhub: <code>: <reason>``. Exit codes come from the error
+tree (``ledger/errors.py``): 0 ok, 1 error, 2 usage, 3 conflict, 4 forbidden, 5 not found.
+Nothing is written when a command fails.
 
-Results go to stdout (JSON for data; tables for people where ``--json`` switches to JSON),
-logs and errors to stderr in one line. Exit codes: 0 ok, 1 error, 2 usage, 3 conflict,
-4 forbidden, 5 not found. Nothing is written when a command fails.
+``--json`` follows one rule everywhere: a command prints one JSON value (a listing is an
+array, a page an object with its ``next`` cursor); a command that follows a stream
+(``--follow``) prints one JSON object per line as they come.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import click
 
-from ledger import Change, LedgerError
-from ledger.errors import EXIT_CONFLICT, EXIT_ERROR, EXIT_FORBIDDEN, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE  # noqa: F401
-from ledger.sql import SQLStore
+from ledger import Change, Context, Documents, Invalid, LedgerError, Store, Usage
+from ledger.actor import parse_actor
+from ledger.errors import EXIT_CONFLICT, EXIT_ERROR, EXIT_FORBIDDEN, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
+from ledger.text import cell, iso, table
 
 from .settings import Settings, load_settings
 
+__all__ = [
+    "EXIT_CONFLICT", "EXIT_ERROR", "EXIT_FORBIDDEN", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_USAGE", "Group", "State",
+    "as_option", "cell", "configure_logging", "db_option", "fail", "iso", "json_option", "print_changes",
+]
+
 
 def fail(code: str, reason: str, exit_code: int) -> NoReturn:
+    """Print one line on stderr and exit."""
     click.echo(f"skyhub: {code}: {' '.join(reason.split())}", err=True)
     sys.exit(exit_code)
 
 
 class State:
+    """The command line's settings and store; what product command groups get as ``ctx.obj``."""
+
     def __init__(self, config: str | None, database_url: str | None, hub: str | None = None, **credentials: str | None) -> None:
         self.config = config
         self.database_url = database_url
@@ -38,16 +50,12 @@ class State:
         self.credentials = credentials
         self._settings: Settings | None = None
         self._store: Any = None
+        self._services: Any = None
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
-            try:
-                self._settings = load_settings(self.config, database_url=self.database_url, hub_url=self.hub, **self.credentials)
-            except FileNotFoundError as exc:
-                fail("config", str(exc), EXIT_USAGE)
-            except ValueError as exc:
-                fail("config", f"the settings are not valid: {exc}", EXIT_USAGE)
+            self._settings = load_settings(self.config, database_url=self.database_url, hub_url=self.hub, **self.credentials)
         return self._settings
 
     @property
@@ -55,7 +63,7 @@ class State:
         return bool(self.settings.hub_url)
 
     @property
-    def store(self) -> Any:
+    def store(self) -> Documents:
         """The local store, or the hub's over HTTP when --hub / SKYHUB_HUB_URL is set."""
         if self._store is None:
             if self.remote:
@@ -64,12 +72,40 @@ class State:
                 from .app import open_app_store
 
                 self._store = open_app_store(self.settings)
-        return self._store
+        return self._store  # type: ignore[no-any-return]
 
-    def local_store(self, what: str) -> SQLStore:
+    def local_store(self, what: str) -> Store:
+        """The local store; a usage error over --hub (``what`` runs on the hub itself)."""
         if self.remote:
-            fail("usage", f"{what} runs on the hub itself, against its database: drop --hub / SKYHUB_HUB_URL", EXIT_USAGE)
-        return self.store  # type: ignore[no-any-return]
+            raise Usage(f"{what} runs on the hub itself, against its database: drop --hub / SKYHUB_HUB_URL")
+        return self.store  # type: ignore[return-value]
+
+    def actor(self, as_actor: str | None = None) -> str:
+        """Who this command writes as: over a hub, the credential decides (``--as`` must agree)."""
+        if self.remote:
+            hub_actor: str = self.store.actor  # type: ignore[attr-defined]
+            if as_actor is not None and as_actor != hub_actor:
+                parse_actor(as_actor)
+                raise Invalid(f"this hub credential acts as {hub_actor}, not {as_actor}")
+            return hub_actor
+        actor = as_actor or self.settings.actor
+        parse_actor(actor)
+        return actor
+
+    def section(self, name: str) -> Any:
+        return self.settings.section(name)
+
+    def context(self, product: str, actor: str) -> Context:
+        """A backend context on the local store, as the hub would give ``actor``."""
+        from ledger import Ledger
+        from ledger.context import make_context
+
+        from .app import services_for
+
+        store = self.local_store(f"acting as {actor}")
+        if self._services is None:
+            self._services = services_for(self.settings)
+        return make_context(Ledger(store, actor), store.clock, actor.partition(":")[2], self._services, settings=self.section(product))
 
     def _remote_store(self) -> Any:
         from .auth import load_key
@@ -86,16 +122,36 @@ class State:
             )
             auth = DeviceAuth(s.device, key)
         else:
-            fail("usage", "a hub needs a credential: --token / SKYHUB_TOKEN for a person, or --device NAME (SKYHUB_DEVICE) with its key", EXIT_USAGE)
+            raise Usage("a hub needs a credential: --token / SKYHUB_TOKEN for a person, or --device NAME (SKYHUB_DEVICE) with its key")
         return RemoteStore(s.hub_url, auth)
 
     def close(self) -> None:
+        if self._services is not None and hasattr(self._services.http, "close"):
+            self._services.http.close()
         if self._store is not None:
             self._store.close()
 
 
 class Group(click.Group):
-    """Turns ledger errors raised by any command into one line and the documented exit code."""
+    """A command group whose failures are one line with the documented exit code.
+
+    ``lazy`` maps command names to ``"module:attribute"``: those commands (the products'
+    groups) are imported only when they are used or listed.
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, _, attribute = self.lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -104,6 +160,27 @@ class Group(click.Group):
             fail(exc.code, exc.reason, exc.exit_code)
         except KeyboardInterrupt:
             sys.exit(130)
+
+
+def run_main(command: click.Command, args: Sequence[str] | None = None) -> NoReturn:
+    """Run the CLI so that usage mistakes are one line too (click prints a usage block)."""
+    try:
+        result = command.main(args=list(args) if args is not None else None, prog_name="skyhub", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "skyhub"
+        fail("usage", f"{exc.format_message()} (see: {where} --help)", EXIT_USAGE)
+    except click.ClickException as exc:  # bad file arguments and the like
+        fail("usage", exc.format_message(), EXIT_USAGE)
+    except click.exceptions.Abort:
+        fail("aborted", "stopped before anything was written", EXIT_ERROR)
+    except LedgerError as exc:  # raised while click resolved the command (settings, lazy import)
+        fail(exc.code, exc.reason, exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(result if isinstance(result, int) else EXIT_OK)
 
 
 def configure_logging(level: str) -> None:
@@ -121,26 +198,10 @@ as_option = click.option("--as", "as_actor", metavar="ACTOR", envvar="SKYHUB_ACT
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON output instead of a table.")
 
 
-# ---- output helpers --------------------------------------------------------------------
-def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
-
-
-def cell(value: Any) -> str:
-    if value is None:
-        return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 40 else text[:39] + "…"
-
-
-def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
-    for row in rows:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
-
-
 def print_changes(changes: Sequence[Change], as_json: bool, *, lines: bool = False, header: bool = True) -> None:
+    """Changes as a table, a JSON array, or (``lines``: a stream) one JSON object per line."""
+    import json
+
     if as_json:
         if lines:
             for c in changes:
@@ -152,10 +213,6 @@ def print_changes(changes: Sequence[Change], as_json: bool, *, lines: bool = Fal
         [str(c.seq), c.db, cell(c.id), c.rev, c.actor, iso(c.at), "(deleted)" if c.deleted else cell(c.doc.get("status"))]
         for c in changes
     ]
-    columns = ["seq", "db", "id", "rev", "actor", "at", "status"]
-    if header:
-        table(columns, rows)
-    else:
-        widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-        for row in rows:
-            click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    text = table(["seq", "db", "id", "rev", "actor", "at", "status"], rows, header=header)
+    if text:
+        click.echo(text)

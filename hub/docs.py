@@ -1,6 +1,6 @@
-"""Generated parts of the README (the state machine diagrams and the CLI reference), so the
-docs cannot drift from the code. ``python -m hub.docs`` rewrites them; a test fails when
-they are stale."""
+"""Generated parts of the README (the state machine diagrams, the CLI reference, the settings
+and the tick names), so the docs cannot drift from the code. ``python -m hub.docs`` rewrites
+them; a test fails when they are stale."""
 
 from __future__ import annotations
 
@@ -10,26 +10,34 @@ from pathlib import Path
 
 import click
 
-from .app import build_rules
+from ledger import Machine
+
+from .app import build_rules, tick_help
 from .cli import main as cli_main
+from .settings import describe
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
+def machine_markdown(m: Machine) -> str:
+    """One machine as Markdown: a line naming it, then its diagram in a mermaid fence."""
+    counted = any(g.name.startswith(("claim", "attempts")) for e in m.edges for g in e.guards)
+    limit = f" (at most {m.max_attempts} attempts)" if counted else ""
+    return f"**{m.db}** documents with `{m.kind_field}: \"{m.kind}\"`{limit}:\n\n```mermaid\n{m.mermaid()}\n```\n"
+
+
 def machines_section() -> str:
-    parts = []
-    for m in build_rules().machines:
-        counted = any(g.name.startswith(("claim", "attempts")) for e in m.edges for g in e.guards)
-        limit = f" (at most {m.max_attempts} attempts)" if counted else ""
-        parts.append(f"**{m.db}** documents with `{m.kind_field}: \"{m.kind}\"`{limit}:\n")
-        parts.append("```mermaid\n" + m.mermaid() + "\n```\n")
-    return "\n".join(parts)
+    return "\n".join(machine_markdown(m) for m in build_rules().machines)
 
 
 def commands(group: click.Group = cli_main, prefix: str = "skyhub") -> list[tuple[str, click.Command]]:
+    """Every command, lazily loaded product groups included, as (path, command)."""
     out: list[tuple[str, click.Command]] = []
-    for name in sorted(group.commands):
-        cmd = group.commands[name]
+    ctx = click.Context(group, info_name=prefix)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        if cmd is None:  # pragma: no cover - list_commands names only what exists
+            continue
         path = f"{prefix} {name}"
         if isinstance(cmd, click.Group):
             out += commands(cmd, path)
@@ -53,7 +61,20 @@ def cli_section() -> str:
     return "\n".join(rows) + "\n"
 
 
-SECTIONS = {"machines": machines_section, "cli": cli_section}
+def settings_section() -> str:
+    rows = ["| setting | environment variable | default | meaning |", "| --- | --- | --- | --- |"]
+    for dotted, shown, env, meaning in describe():
+        rows.append(f"| `{dotted}` | `{env}` | {shown} | {meaning.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
+
+
+def ticks_section() -> str:
+    rows = ["| tick | what it does |", "| --- | --- |"]
+    rows += [f"| `{name}` | {what} |" for name, what in sorted(tick_help().items())]
+    return "\n".join(rows) + "\n"
+
+
+SECTIONS = {"machines": machines_section, "cli": cli_section, "settings": settings_section, "ticks": ticks_section}
 
 
 def render(text: str) -> str:

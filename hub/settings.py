@@ -1,84 +1,83 @@
-"""One settings object: defaults in config/skyhub.toml, then a user's file (--config /
-SKYHUB_CONFIG), then SKYHUB_* environment variables (nested with __, e.g. SKYHUB_FEED__LEASE)."""
+"""One settings object: defaults in ``config/skyhub.toml`` (shipped inside the package), then a
+user's file (``--config`` / ``SKYHUB_CONFIG``), then ``SKYHUB_*`` environment variables
+(nested with ``__``, e.g. ``SKYHUB_FEED__LEASE=5s``).
+
+Files are merged key by key: a user's file that sets one key of a table keeps every other
+key of that table from the defaults. The engine's own sections are declared here; each
+product adds its section (``Product.settings``), so the settings model is composed from the
+products the hub knows, like everything else.
+"""
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import getpass
+import importlib.resources
 import os
+import tomllib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, SecretStr, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic import SecretStr, ValidationError, create_model
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from ledger import parse_interval
+from ledger import Interval, Section, Usage, parse_interval
 
-DEFAULTS = Path(__file__).resolve().parent.parent / "config" / "skyhub.toml"
+from .products import products
+
+DEFAULTS_NAME = "skyhub.toml"
+_LAYERS: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar("skyhub_settings_layers", default=())
+
+# Settings that moved: a file or variable that still uses the old name gets told the new one.
+MOVED = {
+    "bot.pds": "platforms.bluesky_pds (one Bluesky setting for the vault, the bot and the publishers)",
+    "vault.bluesky_pds": "platforms.bluesky_pds",
+    "vault.instagram_url": "platforms.instagram_url",
+    "vault.threads_url": "platforms.threads_url",
+    "vault.graph_url": "platforms.facebook_url and platforms.graph_version",
+}
 
 
-def _seconds(value: Any) -> float:
-    return parse_interval(value)
+class FeedSettings(Section):
+    """``[feed]``: the change feed."""
 
-
-class FeedSettings(BaseModel):
-    lease: float = 10.0
+    lease: Interval = 10.0
+    """how long a batch stays with a process that stopped answering"""
     batch_size: int = 10
-    handler_timeout: float = 900.0
+    """changes handed to a handler per batch"""
+    handler_timeout: Interval = 900.0
+    """a handler running longer is retried"""
     max_tries: int = 5
-    backoff: float = 1.0
-
-    _to_seconds = field_validator("lease", "handler_timeout", "backoff", mode="before")(_seconds)
-
-
-class SweepSettings(BaseModel):
-    safety_interval: float = 30.0
-
-    _to_seconds = field_validator("safety_interval", mode="before")(_seconds)
+    """tries before a change goes to a dead letter in `deadletters`"""
+    backoff: Interval = 1.0
+    """first retry delay; doubles on every try"""
 
 
-class JobsSettings(BaseModel):
-    enabled: bool = True  # run the reference jobs handler in `skyhub run`
-    lease: float = 30.0
+class SweepSettings(Section):
+    """``[sweep]``: taking back expired leases."""
 
-    _to_seconds = field_validator("lease", mode="before")(_seconds)
+    safety_interval: Interval = 30.0
+    """the sweep wakes at the earliest lease, and at least this often"""
 
 
-class VaultSettings(BaseModel):
-    key_file: str = ""                 # or SKYHUB_VAULT_KEY_FILE / SKYHUB_VAULT_KEY / the OS keyring
-    every: float = 60.0                # the vault tick
-    refresh_after: float = 7 * 86400.0  # Meta long-lived tokens older than this are refreshed
-    min_age: float = 86400.0           # ... never before they are a day old
-    bluesky_refresh_before: float = 900.0
-    create_session_budget: int = 10    # Bluesky createSession fallbacks per UTC day
-    retries: int = 3
-    retry_wait: float = 0.5
+class PlatformSettings(Section):
+    """``[platforms]``: where skyhub calls. Point them at local servers to test."""
+
     bluesky_pds: str = "https://bsky.social"
+    """the Bluesky PDS (or entryway) where accounts log in; sessions then use the PDS their DID names"""
     instagram_url: str = "https://graph.instagram.com"
+    """the Graph API host for Instagram Login tokens"""
+    facebook_url: str = "https://graph.facebook.com"
+    """the Graph API host for Facebook Login tokens"""
     threads_url: str = "https://graph.threads.net"
-    graph_url: str = "https://graph.facebook.com/v21.0"
-
-    _to_seconds = field_validator("every", "refresh_after", "min_age", "bluesky_refresh_before", "retry_wait", mode="before")(_seconds)
-
-
-class BotSettings(BaseModel):
-    handle: str = ""                    # the bot's account; its app password goes in the vault
-    pds: str = "https://bsky.social"
-    ingest_every: float = 30.0
-    reply_every: float = 30.0
-    guardrails: str = ""                # default: config/guardrails.toml
-    reply_template: str = "Your build is ready: {url}"
-    codegen: str = "python -m bot.codegen"
-    build_lease: float = 900.0
-    build_timeout: float = 600.0
-
-    _to_seconds = field_validator("ingest_every", "reply_every", "build_lease", "build_timeout", mode="before")(_seconds)
-
-
-class ProbeSettings(BaseModel):
-    every: float = 300.0
-    lanes: dict[str, str] = {}         # name -> URL; none by default: configure the lanes you use
-
-    _to_seconds = field_validator("every", mode="before")(_seconds)
+    """the Threads API host"""
+    graph_version: str = "v21.0"
+    """the Graph API version used on every Meta host"""
+    timeout: Interval = 10.0
+    """the time limit of one call to a platform"""
 
 
 def default_actor() -> str:
@@ -90,24 +89,35 @@ def default_actor() -> str:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SKYHUB_", env_nested_delimiter="__", extra="ignore")
+    """The engine's and the hub's settings; product sections are added by ``settings_model``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SKYHUB_", env_nested_delimiter="__", extra="ignore", use_attribute_docstrings=True,
+    )
 
     database_url: str = "sqlite:///skyhub.db"
+    """the store: `sqlite:///skyhub.db` (relative) or `sqlite:////var/lib/skyhub/skyhub.db` (absolute); `postgresql://user@host:5432/db` to scale out"""
     host: str = "127.0.0.1"
+    """where `skyhub run` serves the API"""
     port: int = 8470
+    """the API's port (0 picks a free one)"""
     hub_url: str = ""
+    """work against a hub over HTTP instead of a local database (CLI)"""
     token: SecretStr = SecretStr("")
+    """a person's token for `hub_url`"""
     device: str = ""
-    device_key: SecretStr = SecretStr("")  # the PEM itself, e.g. from a CI secret
+    """sign requests to `hub_url` as this device"""
+    device_key: SecretStr = SecretStr("")
+    """the device's private key itself (PEM), e.g. from a CI secret"""
     device_key_file: str = ""
+    """the device's private key file"""
     actor: str = ""
+    """who the local CLI writes as (default `user:$USER`)"""
     log_level: str = "INFO"
+    """DEBUG, INFO, WARNING or ERROR"""
     feed: FeedSettings = FeedSettings()
     sweep: SweepSettings = SweepSettings()
-    jobs: JobsSettings = JobsSettings()
-    vault: VaultSettings = VaultSettings()
-    probe: ProbeSettings = ProbeSettings()
-    bot: BotSettings = BotSettings()
+    platforms: PlatformSettings = PlatformSettings()
 
     @classmethod
     def settings_customise_sources(
@@ -118,22 +128,130 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+        return (init_settings, env_settings, _MergedToml(settings_cls, _LAYERS.get()))
+
+    def section(self, name: str) -> Any:
+        """A product's settings section (``bot``, ``vault``, ...)."""
+        return getattr(self, name)
+
+
+@functools.cache
+def settings_model() -> type[Settings]:
+    """``Settings`` with one section per product the hub knows."""
+    sections: dict[str, Any] = {
+        p.name: (p.settings, FieldInfo(default_factory=p.settings, description=p.summary))
+        for p in products() if p.settings is not None
+    }
+    return create_model("SkyhubSettings", __base__=Settings, __doc__=Settings.__doc__, **sections)
+
+
+class _MergedToml(PydanticBaseSettingsSource):
+    """The TOML files, merged key by key (a later file overrides only the keys it sets)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], files: tuple[tuple[str, str], ...]) -> None:
+        super().__init__(settings_cls)
+        self.data: dict[str, Any] = {}
+        for name, text in files:
+            try:
+                layer = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
+                raise Usage(f"settings file {name} is not valid TOML: {exc}") from None
+            _merge(self.data, layer)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover - unused
+        return self.data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return self.data
+
+
+def _merge(into: dict[str, Any], layer: Mapping[str, Any]) -> None:
+    for key, value in layer.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = dict(value) if isinstance(value, Mapping) else value
+
+
+def defaults_text() -> str:
+    return importlib.resources.files("skyhub_config").joinpath(DEFAULTS_NAME).read_text()
 
 
 def load_settings(config: str | None = None, **overrides: Any) -> Settings:
-    """Read the settings; ``config`` is a user's TOML file layered over the defaults."""
+    """Read the settings; ``config`` is a user's TOML file layered over the defaults.
+
+    Raises ``Usage`` with one sentence per problem (an unknown key, a moved key, a bad value).
+    """
     path = config or os.environ.get("SKYHUB_CONFIG")
-    files = [DEFAULTS]
+    layers = [("config/skyhub.toml (the defaults)", defaults_text())]
     if path:
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"config file {path!r} does not exist")
-        files.append(Path(path))
-
-    class _Layered(Settings):
-        model_config = SettingsConfigDict(**{**Settings.model_config, "toml_file": files})
-
-    settings: Settings = _Layered(**{k: v for k, v in overrides.items() if v is not None})
+        try:
+            layers.append((path, Path(path).read_text()))
+        except FileNotFoundError:
+            raise Usage(f"config file {path!r} does not exist") from None
+        except OSError as exc:
+            raise Usage(f"cannot read config file {path!r}: {exc.strerror}") from None
+    token = _LAYERS.set(tuple(layers))
+    try:
+        settings: Settings = settings_model()(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        raise Usage("the settings are not valid: " + "; ".join(_problems(exc))) from None
+    finally:
+        _LAYERS.reset(token)
     if not settings.actor:
         settings.actor = default_actor()
     return settings
+
+
+def _problems(exc: ValidationError) -> Iterator[str]:
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error.get("loc", ()))
+        if error.get("type") == "extra_forbidden":
+            moved = MOVED.get(where)
+            yield f"{where} is {'now ' + moved if moved else 'not a setting'} ({_env_name(where)} / [{where.rpartition('.')[0]}] in a settings file)"
+        else:
+            yield f"{where}: {error.get('msg', 'is not valid')} (got {error.get('input')!r})"
+
+
+def _env_name(dotted: str) -> str:
+    return "SKYHUB_" + dotted.upper().replace(".", "__")
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds * 1000:g}ms" if seconds < 1 else f"{seconds:g}s"
+
+
+def _shown(field: FieldInfo, default: Any) -> str:
+    if isinstance(default, SecretStr) or default in ("", None):
+        return "unset"
+    if isinstance(default, bool):
+        return f"`{str(default).lower()}`"
+    if isinstance(default, dict):
+        return "none" if not default else ", ".join(f"{k} = {v}" for k, v in default.items())
+    if any(getattr(m, "func", None) is parse_interval for m in field.metadata):
+        return f"`{_duration(float(default))}`"
+    return f"`{default}`"
+
+
+def describe() -> list[tuple[str, str, str, str]]:
+    """Every setting as (dotted name, default as shown, environment variable, meaning), for the README."""
+    rows: list[tuple[str, str, str, str]] = []
+
+    def walk(model: type[Any], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            annotation = field.annotation
+            dotted = f"{prefix}{name}"
+            if isinstance(annotation, type) and issubclass(annotation, Section):
+                walk(annotation, dotted + ".")
+                continue
+            default = field.get_default(call_default_factory=True)
+            rows.append((dotted, _shown(field, default), _env_name(dotted), (field.description or "").strip()))
+
+    walk(settings_model(), "")
+    return rows
+
+
+__all__ = ["FeedSettings", "PlatformSettings", "Settings", "SweepSettings", "describe", "load_settings", "settings_model"]

@@ -9,15 +9,15 @@ from .errors import BackendError, Conflict, Forbidden, Invalid, LedgerError, Not
 from .feed import DEADLETTERS, Feed, Handler, deadletter_machine
 from .guards import Guard, GuardContext, attempts_left, attempts_used_up, claim, fresh, guard, lease_expired, renew, same_claim
 from .machine import Edge, InvalidMachine, Machine, Rules
-from .product import Interval, Policy, Product
+from .product import Env, Interval, Policy, Product, Section
 from .scheduler import Scheduler, Tick, TickEvent, parse_interval
 from .store import Batch, Change, Coordination, Doc, Documents, Ledger, Page, Store, TickRun
 
 __all__ = [
     "ADMIN", "ActorPattern", "BackendError", "Batch", "Change", "Clock", "Conflict", "Context", "Coordination",
-    "DEADLETTERS", "DEFAULT_URL", "Doc", "Documents", "Edge", "FakeClock", "Feed", "Forbidden", "Guard",
+    "DEADLETTERS", "DEFAULT_URL", "Doc", "Documents", "Edge", "Env", "FakeClock", "Feed", "Forbidden", "Guard",
     "GuardContext", "Handler", "Interval", "Invalid", "InvalidMachine", "Ledger", "LedgerError", "Machine",
-    "NotFound", "Page", "Policy", "Product", "Rules", "SYSTEM", "Scheduler", "Secrets", "Services", "Store",
+    "NotFound", "Page", "Policy", "Product", "Rules", "Section", "SYSTEM", "Scheduler", "Secrets", "Services", "Store",
     "SystemClock", "Tick", "TickEvent", "TickRun", "TooLarge", "Usage", "attempts_left", "attempts_used_up", "claim",
     "deadletter_machine", "device", "fresh", "guard", "handler", "lease_expired", "open_store", "parse_interval",
     "renew", "same_claim", "tick", "user",

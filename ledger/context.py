@@ -2,9 +2,9 @@
 
 ``ctx.db`` is a ``Ledger`` bound to the tick's or handler's own actor, ``ctx.now()`` reads the
 store's one injected clock, ``ctx.vault`` decrypts for backend actors, ``ctx.http`` is the
-process's HTTP client (the one transport seam for every platform call), ``ctx.settings`` is
-the product's own settings section and ``ctx.log`` a logger named after the actor. Nothing
-else: a tick keeps no state between runs, so every one of them runs on a fake clock with a
+process's HTTP client (the one transport seam for every platform call), ``ctx.platforms`` says
+where the platforms are (the ``[platforms]`` settings), ``ctx.settings`` is the product's own
+settings section and ``ctx.log`` a logger named after the actor. Nothing else: a tick keeps no state between runs, so every one of them runs on a fake clock with a
 mocked transport in a test.
 """
 
@@ -55,6 +55,7 @@ class Services:
 
     vault: Callable[[Ledger], Secrets] | None = None  # the vault as one actor sees it
     http: httpx.Client | None = None
+    platforms: Any = None  # the [platforms] settings section: where to call
 
 
 @dataclass
@@ -65,6 +66,7 @@ class Context:
     clock: Clock
     name: str  # the tick's or handler's name
     settings: Any = None
+    platforms: Any = None
     vault: Secrets = field(default_factory=lambda: _Missing("vault"))  # type: ignore[assignment]
     http: httpx.Client = field(default_factory=lambda: _Missing("HTTP client"))  # type: ignore[assignment]
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("skyhub"))
@@ -89,4 +91,5 @@ def make_context(
             ctx.vault = services.vault(db)
         if services.http is not None:
             ctx.http = services.http
+        ctx.platforms = services.platforms
     return ctx

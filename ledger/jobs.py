@@ -13,8 +13,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from .actor import handler, tick
 from .context import Context
 from .errors import Conflict, Forbidden
@@ -23,7 +21,7 @@ from .guards import attempts_left, attempts_used_up, claim, fresh, lease_expired
 from .lease import claim as take
 from .lease import finish
 from .machine import Edge, Machine
-from .product import Interval, Product
+from .product import Interval, Product, Section
 from .store import Change, Doc
 
 log = logging.getLogger(__name__)
@@ -77,10 +75,8 @@ def jobs_handler(work: Work = noop, *, lease_ms: int = 30_000, name: str = "on_c
 # ---- the product declaration ------------------------------------------------------------
 
 
-class JobsSettings(BaseModel):
+class JobsSettings(Section):
     """``[jobs]``: the reference jobs machine."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
 
     enabled: bool = True
     """run the reference jobs handler (pending -> running -> done) in `skyhub run`"""
@@ -96,3 +92,5 @@ PRODUCT = Product(
     "jobs", "The reference jobs machine: pending -> running -> done, swept home on lease expiry.",
     machines=[JOBS], settings=JobsSettings, handlers=_handlers,
 )
+
+PRODUCTS = (PRODUCT,)

@@ -22,21 +22,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from .actor import ActorPattern
+from .context import Context
 from .document import check_db, check_field
 from .feed import Handler
 from .machine import Machine, Rules
 from .scheduler import Tick, parse_interval
+from .store import Documents
 
-try:  # settings sections are pydantic models; the engine itself runs without pydantic
-    from pydantic import BeforeValidator
+Interval = Annotated[float, BeforeValidator(parse_interval)]
+"""A duration in settings: ``"30s"``, ``"1m"``, ``"250ms"`` or seconds; read as seconds."""
 
-    Interval = Annotated[float, BeforeValidator(parse_interval)]
-    """A duration in settings: ``"30s"``, ``"1m"``, ``"250ms"`` or seconds; read as seconds."""
-except ImportError:  # pragma: no cover - pydantic is a dependency of the hub
-    Interval = float  # type: ignore[misc]
+
+class Section(BaseModel):
+    """A settings section (``[bot]``, ``[vault]``, ...). Each field's docstring is its
+    documentation: the README's configuration table is generated from it. Unknown keys are
+    refused, so a typo in a settings file is an error, not a silent default."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,27 @@ class Policy:
     db: str
     free: tuple[ActorPattern, ...] | None = None
     blind: tuple[ActorPattern, ...] | None = None
+
+
+class Env(Protocol):
+    """What a product's CLI commands get from the hub as click's ``ctx.obj``."""
+
+    @property
+    def remote(self) -> bool:
+        """True when the command talks to a hub over HTTP (``--hub``)."""
+
+    @property
+    def store(self) -> Documents:
+        """The local store, or the hub's over HTTP."""
+
+    def actor(self, as_actor: str | None = None) -> str:
+        """Who the command writes as: ``--as``, the settings, or (over a hub) the credential."""
+
+    def section(self, name: str) -> Any:
+        """A product's settings section."""
+
+    def context(self, product: str, actor: str) -> Context:
+        """A backend context on the local store (``vault put --verify`` acts as ``tick:vault``)."""
 
 
 def _none(section: Any) -> Sequence[Any]:
@@ -61,8 +89,9 @@ class Product:
     machines: Sequence[Machine] = ()
     policies: Sequence[Policy] = ()
     indexes: Sequence[tuple[str, str]] = ()  # (db, field) its ticks and handlers query
-    settings: type[Any] | None = None  # the pydantic model of its settings section
+    settings: type[Section] | None = None  # its settings section, ``[<name>]``
     ticks: Callable[[Any], Sequence[Tick]] = _none  # (its settings section) -> the ticks to run
+    tick_help: Mapping[str, str] = field(default_factory=dict)  # every tick it can run -> what it does (help, README)
     handlers: Callable[[Any], Sequence[Handler]] = _none
     cli: Mapping[str, str] = field(default_factory=dict)  # command group -> "module:attribute", imported when used
 

@@ -127,7 +127,7 @@ class Vault:
         cred_id = credential_id(platform, account)
         parsed = parse_secret(platform, secret)
         key = self.key
-        now = self.db.store.clock.now_ms() if hasattr(self.db.store, "clock") else 0
+        now = self.db.now()
         try:
             head: dict[str, Any] | None = self.db.get(DB, cred_id)
         except NotFound:

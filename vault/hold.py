@@ -14,7 +14,7 @@ def hold(db: Ledger, dbname: str, doc: dict[str, Any], credential: str, reason: 
     if current.get("credential") == credential and current.get("reason") == reason:
         return doc
     body = {k: v for k, v in doc.items() if not k.startswith("_")}
-    body["held"] = {"credential": credential, "reason": reason, "since": current.get("since") or db.store.clock.now_ms()}  # type: ignore[attr-defined]
+    body["held"] = {"credential": credential, "reason": reason, "since": current.get("since") or db.now()}
     return db.put(dbname, body, doc["_id"], if_rev=doc["_rev"])
 
 

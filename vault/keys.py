@@ -101,3 +101,25 @@ def init_key(key_file: str | None = None) -> str:
     except KeyringError as exc:
         raise NoMasterKey(f"the OS keyring failed ({type(exc).__name__}); {ALTERNATIVES}") from None
     return f"the OS keyring (service {KEYRING_SERVICE!r})"
+
+
+class KeyLoader:
+    """Loads the master key on first use, so a hub without one still runs its engine; the
+    vault tick and vault writes then fail with the reason and the remedy."""
+
+    def __init__(self, key_file: str = "") -> None:
+        self.key_file = key_file
+        self._key: MasterKey | None = None
+
+    def __call__(self) -> MasterKey:
+        if self._key is None:
+            self._key = load_master_key(self.key_file or None)
+        return self._key
+
+    def available(self) -> str | None:
+        """None when a key can be loaded, else the reason it cannot (for health reports)."""
+        try:
+            self()
+        except VaultError as exc:
+            return exc.reason
+        return None

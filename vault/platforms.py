@@ -188,7 +188,7 @@ class Platforms:
         return self._call("Bluesky createSession", lambda: self.client.post(url, json=body), self._bsky("Bluesky createSession"))  # type: ignore[no-any-return]
 
     def bluesky_refresh_session(self, secret: dict[str, Any]) -> dict[str, Any]:
-        url = f"{self.endpoints.bluesky_pds}/xrpc/com.atproto.server.refreshSession"
+        url = f"{secret['session'].get('pds') or self.endpoints.bluesky_pds}/xrpc/com.atproto.server.refreshSession"
         token = secret["session"]["refreshJwt"]
         return self._call("Bluesky refreshSession", lambda: self.client.post(url, headers=self._bearer(token)), self._bsky("Bluesky refreshSession"))  # type: ignore[no-any-return]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from ledger import Conflict, Ledger, NotFound
+from ledger import Conflict, Context, Ledger, NotFound, TickEvent
 
 log = logging.getLogger(__name__)
 DB = "probes"
@@ -26,20 +26,28 @@ def default_lanes(endpoints: Any) -> dict[str, str]:
     }
 
 
+def probe_tick(event: TickEvent, ctx: Context) -> dict[str, bool]:
+    """The ``probe`` tick: one cheap request per lane in ``[probe.lanes]``."""
+    return Prober(ctx.db, dict(ctx.settings.lanes), ctx.http, timeout=ctx.settings.timeout).run()
+
+
 class Prober:
-    def __init__(self, db: Ledger, lanes: dict[str, str], client: httpx.Client | None = None, timeout: float = 5.0) -> None:
+    """Probes lanes and records each in ``probes``."""
+
+    def __init__(self, db: Ledger, lanes: dict[str, str], client: httpx.Client, timeout: float = 5.0) -> None:
         self.db = db  # bound to tick:probe
         self.lanes = lanes
-        self.client = client or httpx.Client(timeout=timeout)
+        self.client = client
+        self.timeout = timeout
 
-    def run(self, event: Any = None, ctx: Any = None) -> dict[str, bool]:
+    def run(self) -> dict[str, bool]:
         return {lane: self.probe(lane, url) for lane, url in self.lanes.items()}
 
     def probe(self, lane: str, url: str) -> bool:
         started = time.perf_counter()
         error = None
         try:
-            response = self.client.get(url)
+            response = self.client.get(url, timeout=self.timeout)
             ok = response.status_code < 500
             if not ok:
                 error = f"HTTP {response.status_code}"
@@ -48,7 +56,7 @@ class Prober:
         except httpx.TransportError as exc:
             ok, error = False, f"{type(exc).__name__}: {exc}"[:300]
         latency = round((time.perf_counter() - started) * 1000, 1)
-        now = self.db.store.clock.now_ms()  # type: ignore[attr-defined]
+        now = self.db.now()
         body = {"kind": "probe", "lane": lane, "url": url, "ok": ok, "latencyMs": latency, "lastError": error, "checkedAt": now}
         try:
             head = self.db.get(DB, lane)

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ledger import Conflict, Forbidden, Ledger
+from ledger import Conflict, Context, Forbidden, Ledger, NotFound, TickEvent
 
-from .credentials import DB, new_claim
+from .credentials import DB, Vault, new_claim, public
 from .errors import WrongMasterKey
 from .keys import MasterKey
-from .platforms import AuthFailure, Failed, PlatformError, Platforms, Transient, jwt_exp_ms, scrub
+from .platforms import AuthFailure, Endpoints, Failed, PlatformError, Platforms, Transient, jwt_exp_ms, scrub
 from .seal import fingerprint, seal, unseal
 
 log = logging.getLogger(__name__)
@@ -48,10 +48,17 @@ class Maintainer:
             self._key = self._key()
         return self._key  # type: ignore[no-any-return]
 
-    def now(self) -> int:
-        return int(self.db.store.clock.now_ms())  # type: ignore[attr-defined]
+    @classmethod
+    def from_context(cls, ctx: Context) -> Maintainer:
+        """The maintainer a ``tick:vault`` context describes: its ledger, the vault's key,
+        the platforms at ``ctx.platforms`` over ``ctx.http``, the policy in ``ctx.settings``."""
+        vault = vault_of(ctx)
+        return cls(ctx.db, lambda: vault.key, platforms_for(ctx), policy_for(ctx.settings))
 
-    def run(self, event: Any = None, ctx: Any = None) -> dict[str, int]:
+    def now(self) -> int:
+        return self.db.now()
+
+    def run(self) -> dict[str, int]:
         """One pass over every credential. Returns how many ended in each outcome."""
         counts: dict[str, int] = {}
         for doc in list(self.db.query_all(DB, "kind", "credential")):
@@ -178,9 +185,66 @@ class Maintainer:
     def _session_updates(self, secret: dict[str, Any], session: dict[str, Any], now: int) -> dict[str, Any]:
         if not session.get("accessJwt") or not session.get("refreshJwt"):
             raise Failed("Bluesky answered without a session")
-        keep = {k: session[k] for k in ("accessJwt", "refreshJwt", "did", "handle") if k in session}
+        keep: dict[str, Any] = {k: session[k] for k in ("accessJwt", "refreshJwt", "did", "handle") if k in session}
+        # the PDS the account lives on: its DID document says; the login host otherwise
+        keep["pds"] = _pds_of(session.get("didDoc")) or (secret.get("session") or {}).get("pds") or self.platforms.endpoints.bluesky_pds
         return {
             "secret": {**secret, "session": keep},
             "refreshedAt": now,
             "expiresAt": jwt_exp_ms(session["accessJwt"]) or now + 2 * HOUR_MS,
         }
+
+
+# ---- the vault tick, and "verify now" ------------------------------------------------------
+def vault_of(ctx: Context) -> Vault:
+    """``ctx.vault`` as the vault package's own ``Vault`` (what the hub wires in)."""
+    if not isinstance(ctx.vault, Vault):
+        raise TypeError(f"{ctx.actor} was given {ctx.vault!r} as its vault, not a vault.Vault")
+    return ctx.vault
+
+
+def policy_for(section: Any) -> Policy:
+    """The rotation policy from the ``[vault]`` settings section."""
+    return Policy(
+        refresh_after_ms=int(section.refresh_after * 1000), min_age_ms=int(section.min_age * 1000),
+        bluesky_refresh_before_ms=int(section.bluesky_refresh_before * 1000),
+        create_session_budget=section.create_session_budget,
+    )
+
+
+def platforms_for(ctx: Context) -> Platforms:
+    """The platform calls at the hosts ``ctx.platforms`` names, through ``ctx.http``."""
+    p = ctx.platforms
+    endpoints = Endpoints(
+        bluesky_pds=p.bluesky_pds, instagram=p.instagram_url, threads=p.threads_url,
+        graph=f"{p.facebook_url.rstrip('/')}/{p.graph_version}".rstrip("/"),
+    )
+    return Platforms(endpoints, client=ctx.http, attempts=ctx.settings.retries, wait=ctx.settings.retry_wait)
+
+
+def maintain(event: TickEvent, ctx: Context) -> dict[str, int]:
+    """The ``vault`` tick: verify fresh pastes, rotate what is due, flag dead credentials."""
+    return Maintainer.from_context(ctx).run()
+
+
+def verify(ctx: Context, cred_id: str) -> dict[str, Any]:
+    """Check one credential with its platform now (``vault put --verify``, ``?verify=true``),
+    as the vault tick would; returns its metadata afterwards. ``ctx`` is a ``tick:vault`` context."""
+    try:
+        doc = ctx.db.get(DB, cred_id)
+    except NotFound:
+        raise NotFound(f"no credential {cred_id!r} in the vault (see `skyhub vault list`)") from None
+    Maintainer.from_context(ctx).maintain(doc)
+    return public(ctx.db.get(DB, cred_id))
+
+
+def _pds_of(did_doc: Any) -> str | None:
+    """The ``#atproto_pds`` service endpoint of a DID document, if it names one."""
+    if not isinstance(did_doc, dict):
+        return None
+    for service in did_doc.get("service") or []:
+        if isinstance(service, dict) and str(service.get("id", "")).endswith("#atproto_pds"):
+            endpoint = service.get("serviceEndpoint")
+            if isinstance(endpoint, str) and endpoint.startswith(("https://", "http://")):
+                return endpoint.rstrip("/")
+    return None

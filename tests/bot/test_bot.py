@@ -12,9 +12,12 @@ import httpx
 import pytest
 import respx
 
-from bot import Builder, BuildSettings, Guardrails, Ingester, RateLimited, Replier, SessionInvalid, mention_id
 from bot.bluesky import Bluesky
-from bot.errors import BotError
+from bot.build import Builder, BuildSettings
+from bot.errors import BotError, RateLimited, SessionInvalid
+from bot.guardrails import Guardrails
+from bot.ingest import Ingester, mention_id
+from bot.reply import Replier
 from hub.app import build_rules
 from ledger import FakeClock, Ledger, open_store
 from ledger.lease import Sweeper
@@ -102,8 +105,19 @@ def serve(notes, views=None, pages=None):
     return routes
 
 
-def ingester(env, **guard):
-    return Ingester(Ledger(env.store, "tick:ingest"), env.bsky, Guardrails(**guard))
+class ingester:  # noqa: N801 - reads like the tick it runs
+    """One ingest pass on the mocked PDS, as the tick runs it."""
+
+    def __init__(self, env, **guard):
+        self.env = env
+        self.ingester = Ingester(Ledger(env.store, "tick:ingest"), Guardrails(**guard))
+
+    def run(self):
+        bsky = self.env.bsky()
+        try:
+            return self.ingester.run(bsky)
+        finally:
+            bsky.close()
 
 
 def doc(env, note):
@@ -111,7 +125,7 @@ def doc(env, note):
 
 
 @respx.mock
-def test_ingest_follows_short_pages_to_the_checkpoint_and_is_idempotent(env):
+def test_ingest_follows_short_pages_and_is_idempotent(env):
     notes = [mention(i) for i in range(7)]
     routes = serve(notes, pages=[2, 0, 3, 2])  # short and even empty pages keep a cursor
     assert ingester(env, per_author_daily=10).run() == {"pending-build": 7}
@@ -121,10 +135,26 @@ def test_ingest_follows_short_pages_to_the_checkpoint_and_is_idempotent(env):
         assert d["root"] == {"uri": note["uri"], "cid": note["cid"]} and d["parent"] == d["root"]
     seen = json.loads(routes["seen"].calls.last.request.content)["seenAt"]
     assert seen[:19] == notes[-1]["indexedAt"][:19]  # the newest notification, to the second
-    assert ingester(env, per_author_daily=10).run() == {}  # checkpoint: nothing new
+    assert ingester(env, per_author_daily=10).run() == {}  # nothing new
     env.store.delete("bot", "ingest-checkpoint", actor="admin")
-    assert ingester(env, per_author_daily=10).run() == {"duplicate": 7}  # without it: create_only makes it a no-op
+    assert ingester(env, per_author_daily=10).run() == {}  # the ids, not the checkpoint, say what is new
     assert all(len(env.store.history("requests", mention_id(n["uri"]))) == 1 for n in notes)
+
+
+@respx.mock
+def test_a_mention_that_arrives_late_with_an_older_timestamp_is_not_lost(env):
+    """The AppView sorts and stamps a notification by min(createdAt, indexedAt): a mention from a
+    client whose clock is behind, ingested after a newer one, sits below it in the list."""
+    newer = mention(1, age_ms=60_000)
+    serve([newer])
+    assert ingester(env).run() == {"pending-build": 1}
+    late = mention(2, author="did:plc:bob", handle="bob.test", age_ms=20 * 60_000)  # created 20 min ago, seen only now
+    serve([newer, late])
+    assert ingester(env).run() == {"pending-build": 1}
+    assert doc(env, late)["status"] == "pending-build"
+    too_old = mention(3, author="did:plc:carol", handle="carol.test", age_ms=3 * 3_600_000)
+    serve([newer, late, too_old])
+    assert ingester(env).run() == {}  # beyond max_age (and its slack) the walk ends: no backfill storm
 
 
 @respx.mock
@@ -152,6 +182,8 @@ def test_every_guardrail_skips_with_its_reason(env):
     ]
     views = {n["uri"]: post_view(n, **v) for n, v, _ in cases}
     serve([n for n, _, _ in cases], views)
+    # the bot last ran four hours ago: what came in since is read, the old one recorded as too old
+    env.store.put("bot", {"kind": "checkpoint", "indexedAt": iso(NOW - 4 * 3_600_000)}, "ingest-checkpoint", actor="tick:ingest")
     ingester(env, blocked_dids={"did:plc:mallory"}, blocked_handles={"spammer.test"}, keywords=["keylogger"]).run()
     for note, _, reason in cases:
         d = doc(env, note)
@@ -211,7 +243,7 @@ def pending(env, n=1, text="@skybot.test make me a todo list"):
 
 def builder(env, command, **kw):
     settings = BuildSettings(command=command, lease_ms=60_000, timeout_s=kw.pop("timeout_s", 30), max_jobs=5)
-    return Builder(Ledger(env.store, "device:builder"), settings, now=env.clock.now_ms)
+    return Builder(Ledger(env.store, "device:builder"), settings)
 
 
 def test_the_builder_runs_the_default_codegen_and_writes_built(env):
@@ -295,8 +327,17 @@ def reply_routes(env, job, *, muted=False, disabled=False):
     return get, create, records
 
 
-def replier(env, template="✨ Built it: {url}"):
-    return Replier(Ledger(env.store, "tick:reply"), env.bsky, template)
+class replier:  # noqa: N801 - reads like the tick it runs
+    """One reply pass on the mocked PDS; pages are up unless ``pages`` says otherwise."""
+
+    def __init__(self, env, template="✨ Built it: {url}", pages=None):
+        self.env = env
+        self.replier = Replier(Ledger(env.store, "tick:reply"), template, pages=pages)
+        self._move = self.replier._move
+
+    def run(self):
+        self.replier._move = self._move
+        return self.replier.run(self.env.bsky)
 
 
 @respx.mock
@@ -364,3 +405,83 @@ def test_a_429_waits_for_its_reset_and_is_not_an_attempt(env):
     env.clock.advance(120_001)
     assert replier(env).run() == {"replied": 1}
     assert create.call_count == 2 and len(records) == 1  # the refused try, then the one post
+
+
+# ---- the ticks as the hub runs them: (event, ctx), the session from the vault, a fake clock ------
+def bot_context(env, actor, **settings):
+    from bot.product import BotSettings
+    from hub.settings import PlatformSettings
+    from ledger import Services, TickEvent
+    from ledger.context import make_context
+    from vault import Vault, new_key_text, parse_key
+
+    key = parse_key(new_key_text(), "test")
+    Vault(Ledger(env.store, "user:ana"), key).put("bluesky", "skybot.test", {"appPassword": "app-pass-1234", "session": SESSION})
+    head = env.store.get("vault", "bluesky:skybot.test")
+    env.store.put("vault", {**head, "status": "ok"}, actor="admin")  # as the vault tick leaves a verified paste
+    services = Services(vault=lambda db: Vault(db, key), http=httpx.Client(), platforms=PlatformSettings(bluesky_pds=PDS))
+    section = BotSettings(handle="skybot.test", **settings)
+    ctx = make_context(Ledger(env.store, actor), env.clock, actor.split(":")[1], services, settings=section)
+    event = TickEvent(actor.split(":")[1], datetime.fromtimestamp(NOW / 1000, tz=UTC))
+    return event, ctx
+
+
+@respx.mock
+def test_ingest_and_reply_ticks_run_from_their_context(env):
+    from bot.ingest import ingest
+    from bot.reply import reply
+
+    note = mention(1)
+    serve([note])
+    event, ctx = bot_context(env, "tick:ingest")
+    assert ingest(event, ctx) == {"pending-build": 1}
+    job = mention_id(note["uri"])
+    from ledger.lease import claim, finish
+
+    worker = Ledger(env.store, "device:builder")
+    held = claim(worker, "requests", env.store.get("requests", job), "building", 60_000, env.clock.now_ms())
+    finish(worker, "requests", held, "built", result={"url": "https://me.github.io/builds/x/"})
+    _, create, _ = reply_routes(env, job)
+    page = respx.get("https://me.github.io/builds/x/").mock(return_value=httpx.Response(404))
+    event, ctx = bot_context(env, "tick:reply", page_wait="10m")
+    assert reply(event, ctx) == {"page-not-up": 1}  # GitHub Pages has not served the push yet
+    d = env.store.get("requests", job)
+    assert d["status"] == "built" and d["attempts"] == 1 and "HTTP 404" in d["lastError"] and create.call_count == 0
+    writes = len(env.store.history("requests", job))
+    assert reply(event, ctx) == {"page-not-up": 1} and len(env.store.history("requests", job)) == writes  # no write per wait
+    page.mock(return_value=httpx.Response(200, text="<html>"))
+    env.clock.advance(60_000)
+    assert reply(event, ctx) == {"replied": 1} and create.call_count == 1
+    d = env.store.get("requests", job)
+    assert d["status"] == "replied" and "pageWaitSince" not in d and d["lastError"] is None
+
+
+@respx.mock
+def test_a_page_that_never_comes_up_ends_in_error_with_the_reason(env):
+    from bot.reply import reply
+
+    job = built(env, url="https://me.github.io/builds/gone/")
+    _, create, _ = reply_routes(env, job)
+    respx.get("https://me.github.io/builds/gone/").mock(return_value=httpx.Response(404))
+    event, ctx = bot_context(env, "tick:reply", page_wait="10m")
+    writes = len(env.store.history("requests", job))
+    assert reply(event, ctx) == {"page-not-up": 1}
+    assert reply(event, ctx) == {"page-not-up": 1}
+    assert len(env.store.history("requests", job)) == writes + 1  # waiting is recorded once, not every tick
+    env.clock.advance(10 * 60_000)
+    assert reply(event, ctx) == {"error": 1}
+    d = env.store.get("requests", job)
+    assert d["status"] == "error" and "did not come up within 10 min" in d["lastError"] and "HTTP 404" in d["lastError"]
+    assert create.call_count == 0
+
+
+@respx.mock
+def test_caps_count_across_passes_and_days(env):
+    serve([mention(i) for i in range(2)])
+    assert ingester(env, per_author_daily=3).run() == {"pending-build": 2}
+    serve([mention(i) for i in range(4)])
+    assert ingester(env, per_author_daily=3).run() == {"pending-build": 1, "skipped": 1}  # the third today, then the cap
+    env.clock.advance(86_400_000)  # a new UTC day: the author may build again
+    later = [mention(100 + i, age_ms=60_000 - 86_400_000) for i in range(1)]
+    serve(later)
+    assert ingester(env, per_author_daily=3).run() == {"pending-build": 1}

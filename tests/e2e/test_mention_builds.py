@@ -45,8 +45,8 @@ def test_mentions_are_ingested_built_and_replied_to_once(bsky_network, tmp_path)
     net.process_all()
 
     hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False, env={
-        "SKYHUB_VAULT_KEY": new_key_text(), "SKYHUB_VAULT__BLUESKY_PDS": net.pds, "SKYHUB_VAULT__EVERY": "1s",
-        "SKYHUB_BOT__HANDLE": "skybot.test", "SKYHUB_BOT__PDS": net.pds, "SKYHUB_BOT__GUARDRAILS": str(guardrails),
+        "SKYHUB_VAULT_KEY": new_key_text(), "SKYHUB_PLATFORMS__BLUESKY_PDS": net.pds, "SKYHUB_VAULT__EVERY": "1s",
+        "SKYHUB_BOT__HANDLE": "skybot.test", "SKYHUB_BOT__GUARDRAILS": str(guardrails),
         "SKYHUB_BOT__INGEST_EVERY": "1s", "SKYHUB_BOT__REPLY_EVERY": "1s", "SKYHUB_LOG_LEVEL": "INFO",
     })
     try:

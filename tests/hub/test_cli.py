@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -70,28 +72,53 @@ def test_query_pages_with_after(cli):
 
 def test_changes_lists_and_follows(cli):
     cli("db", "put", "--db", "notes", "--id", "a", '{"v": 1}', check=0)
-    lines = cli("db", "changes", "--json", check=0).stdout.splitlines()
-    assert [json.loads(l)["id"] for l in lines] == ["a"]
-    since = json.loads(lines[-1])["seq"]
+    listed = json.loads(cli("db", "changes", "--json", check=0).stdout)  # a listing is one JSON array
+    assert [c["id"] for c in listed] == ["a"]
+    since = listed[-1]["seq"]
     follower = subprocess.Popen(
         [sys.executable, "-m", "hub", "db", "changes", "--since", str(since), "--follow", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli.env, cwd=cli.cwd,
     )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in follower.stdout], daemon=True).start()
     try:
         time.sleep(1.0)
         cli("db", "put", "--db", "notes", "--id", "b", '{"v": 2}', check=0)
-        line = follower.stdout.readline()
-        assert json.loads(line)["id"] == "b"
+        assert json.loads(lines.get(timeout=20))["id"] == "b"  # a stream prints one JSON object per line
     finally:
-        follower.send_signal(signal.SIGINT)
-        follower.communicate(timeout=10)
+        # SIGTERM, then SIGKILL: a follower must not outlive the test even where SIGINT is ignored (nohup)
+        follower.terminate()
+        try:
+            follower.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            follower.kill()
+            follower.communicate(timeout=10)
 
 
-def test_machines_prints_mermaid(cli):
+def test_machines_prints_markdown_with_fenced_diagrams(cli):
     out = cli("db", "machines", check=0).stdout
-    assert "%% jobs/job (type = job)" in out and "stateDiagram-v2" in out and "pending --> running" in out
+    assert '**jobs** documents with `type: "job"`' in out and "```mermaid\nstateDiagram-v2" in out and "pending --> running" in out
+    assert out.count("```mermaid") == out.count("\n```\n") >= 2  # every diagram fenced, so `> machines.md` renders
     data = json.loads(cli("db", "machines", "--json", check=0).stdout)
     assert {m["db"] for m in data} >= {"jobs", "deadletters"}
+
+
+def test_usage_mistakes_are_one_line_and_exit_2(cli):
+    for args in (["nosuch"], ["db", "get", "--db", "x"], ["db", "get", "--nope", "--db", "x", "y"], ["tick", "nosuch"],
+                 ["--database-url"]):
+        proc = cli(*args, check=2)
+        assert one_line(proc.stderr).startswith("skyhub: usage: "), (args, proc.stderr)
+    assert "no tick named 'nosuch'" in cli("tick", "nosuch").stderr
+    helped = cli("tick", "--help", check=0).stdout
+    assert all(name in helped for name in ("sweep", "vault", "ingest", "reply", "probe"))
+
+
+def test_every_json_listing_is_one_json_value(cli):
+    cli("db", "put", "--db", "notes", "--id", "n", '{"status": "open"}', check=0)
+    for args in (["db", "changes", "--json"], ["db", "history", "--db", "notes", "n", "--json"], ["user", "list", "--json"],
+                 ["device", "list", "--json"], ["vault", "list", "--json"]):
+        assert isinstance(json.loads(cli(*args, check=0).stdout), list), args
+    assert isinstance(json.loads(cli("db", "query", "--db", "notes", "--field", "status", "--key", "open", "--json", check=0).stdout), dict)
 
 
 def test_a_job_put_through_the_cli_is_done_by_skyhub_run(cli, backend_url):
@@ -118,8 +145,10 @@ def test_a_job_put_through_the_cli_is_done_by_skyhub_run(cli, backend_url):
 def test_tick_runs_one_tick_once(cli):
     out = json.loads(cli("tick", "sweep", check=0).stdout)
     assert out == {"tick": "sweep", "outcome": "ok", "error": None}
-    proc = cli("tick", "nope", check=1)
-    assert "no tick named 'nope'; known ticks: sweep" in one_line(proc.stderr)
+    proc = cli("tick", "nope", check=2)  # a usage mistake
+    assert "no tick named 'nope'; ticks: " in one_line(proc.stderr)
+    proc = cli("tick", "ingest", check=2)  # a real tick, but the bot is not configured here
+    assert "tick 'ingest' is not configured here" in one_line(proc.stderr)
 
 
 BIG = json.dumps({"blob": "x" * (1024 * 1024 + 1)})
@@ -163,8 +192,8 @@ def test_stale_if_rev_and_illegal_transition_write_nothing(cli):
 def test_not_found_and_usage_exit_codes(cli):
     proc = cli("db", "get", "--db", "notes", "missing", check=5)
     assert one_line(proc.stderr) == "skyhub: not_found: no document 'missing' in 'notes'"
-    cli("db", "put", "--id", "x", "{}", check=2)  # --db missing: click usage error
-    cli("db", "frobnicate", check=2)
+    assert one_line(cli("db", "put", "--id", "x", "{}", check=2).stderr).startswith("skyhub: usage: Missing option '--db'")
+    assert one_line(cli("db", "frobnicate", check=2).stderr).startswith("skyhub: usage: No such command 'frobnicate'")
 
 
 def test_an_unreachable_database_is_one_clear_line(tmp_path):

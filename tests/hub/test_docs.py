@@ -43,3 +43,12 @@ def test_the_quickstart_has_two_commands_and_ci_runs_the_test_one():
     assert commands == ["./dev run", "./dev test"]
     ci = [l.strip() for l in (ROOT / ".ci" / "run").read_text().splitlines() if l.strip() and not l.startswith("#")]
     assert "./dev test" in ci
+
+
+def test_every_setting_is_documented():
+    from hub.settings import describe
+
+    rows = describe()
+    assert {"bot.handle", "bot.ingest_every", "bot.reply_every", "platforms.bluesky_pds", "vault.every"} <= {r[0] for r in rows}
+    undocumented = [name for name, _, _, meaning in rows if not meaning]
+    assert not undocumented, f"settings without a docstring (the README's table needs one): {undocumented}"

@@ -104,7 +104,7 @@ def test_probes_write_one_document_per_lane(env):
     respx.get("https://graph.test/").mock(return_value=httpx.Response(400, json={"error": {"code": 1}}))
     respx.get("https://threads.test/").mock(side_effect=httpx.ConnectTimeout("slow"))
     lanes = {"bluesky-pds": "https://pds.test/xrpc/_health", "graph-api": "https://graph.test/", "threads": "https://threads.test/"}
-    prober = Prober(Ledger(env.store, "tick:probe"), lanes)
+    prober = Prober(Ledger(env.store, "tick:probe"), lanes, httpx.Client())
     assert prober.run() == {"bluesky-pds": True, "graph-api": True, "threads": False}
     pds, threads = env.store.get(PROBES, "bluesky-pds"), env.store.get(PROBES, "threads")
     assert pds["ok"] is True and pds["lastError"] is None and pds["checkedAt"] == env.clock.now_ms() and pds["latencyMs"] >= 0

@@ -131,8 +131,9 @@ def test_every_cli_command_and_api_endpoint(tmp_path, echo_server):
     env = {
         **os.environ, "PYTHONPATH": str(ROOT), "SKYHUB_VAULT_KEY": key_text, "SKYHUB_LOG_LEVEL": "DEBUG",
         "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/local.db", "SKYHUB_ACTOR": "user:ana",
-        "SKYHUB_VAULT__INSTAGRAM_URL": echo_server, "SKYHUB_VAULT__THREADS_URL": echo_server,
-        "SKYHUB_VAULT__GRAPH_URL": echo_server, "SKYHUB_VAULT__BLUESKY_PDS": echo_server, "SKYHUB_VAULT__RETRIES": "1",
+        "SKYHUB_PLATFORMS__INSTAGRAM_URL": echo_server, "SKYHUB_PLATFORMS__THREADS_URL": echo_server,
+        "SKYHUB_PLATFORMS__FACEBOOK_URL": echo_server, "SKYHUB_PLATFORMS__GRAPH_VERSION": "",
+        "SKYHUB_PLATFORMS__BLUESKY_PDS": echo_server, "SKYHUB_VAULT__RETRIES": "1",
     }
     outputs: list[str] = []
 
@@ -155,7 +156,7 @@ def test_every_cli_command_and_api_endpoint(tmp_path, echo_server):
     assert "NEEDS RE-AUTH" in "".join(outputs)
 
     # over a hub, and the API itself
-    hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, env={k: v for k, v in env.items() if k.startswith("SKYHUB_V") or k == "SKYHUB_LOG_LEVEL"})
+    hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, env={k: v for k, v in env.items() if k.startswith(("SKYHUB_V", "SKYHUB_PLATFORMS")) or k == "SKYHUB_LOG_LEVEL"})
     try:
         token = hub.token("ana")
         remote = {"SKYHUB_HUB_URL": hub.url, "SKYHUB_TOKEN": token}

@@ -1,28 +1,33 @@
-"""skyhub vault ...: the write-only vault."""
+"""skyhub vault ...: the write-only vault. Secrets go in; only metadata comes out."""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, Protocol, cast
 
 import click
 
-from ledger.actor import parse_actor
+from ledger import Env, Ledger, Usage
+from ledger.text import cell, iso, table
 
-from .cliutil import (
-    EXIT_ERROR,
-    EXIT_USAGE,
-    State,
-    cell,
-    fail,
-    iso,
-    json_option,
-    table,
-)
+from .credentials import PLATFORMS, Vault
+from .errors import NeedsReauth
+from .keys import KeyLoader, init_key, new_key_text
 
 
-# ---- the vault ---------------------------------------------------------------------------
+class RemoteVault(Protocol):
+    """The vault endpoints of a hub, as the remote store offers them."""
+
+    def vault_put(self, platform: str, account: str, secret: str | dict[str, Any], verify: bool = False) -> dict[str, Any]: ...
+
+    def vault_list(self) -> list[dict[str, Any]]: ...
+
+    def vault_show(self, cred_id: str) -> dict[str, Any]: ...
+
+    def vault_rm(self, cred_id: str) -> None: ...
+
+
 @click.group("vault")
 def vault_group() -> None:
     """The write-only vault: secrets go in, only metadata comes out.
@@ -39,8 +44,6 @@ def vault_init(key_file: str | None, print_key: bool) -> None:
 
     Example: skyhub vault init --key-file /etc/skyhub/vault.key
     """
-    from vault import init_key, new_key_text
-
     if print_key:
         click.echo(new_key_text())
         click.echo("skyhub: keep this as SKYHUB_VAULT_KEY (a CI or service secret); it is shown once", err=True)
@@ -48,17 +51,12 @@ def vault_init(key_file: str | None, print_key: bool) -> None:
     click.echo(json.dumps({"stored": init_key(key_file)}))
 
 
-def _vault(state: State) -> Any:
-    from ledger import Ledger
-    from vault import Vault
+def _remote(env: Env) -> RemoteVault | None:
+    return cast(RemoteVault, env.store) if env.remote else None
 
-    from .app import KeyLoader
 
-    if state.remote:
-        return None
-    actor = state.settings.actor
-    parse_actor(actor)
-    return Vault(Ledger(state.store, actor), KeyLoader(state.settings.vault.key_file))
+def _local(env: Env) -> Vault:
+    return Vault(Ledger(env.store, env.actor()), KeyLoader(env.section("vault").key_file))
 
 
 def _read_secret() -> str:
@@ -67,85 +65,84 @@ def _read_secret() -> str:
     else:
         secret = sys.stdin.read()
     if not secret.strip():
-        fail("usage", "no secret given: pipe it on stdin or type it at the prompt (never as an argument)", EXIT_USAGE)
+        raise Usage("no secret given: pipe it on stdin or type it at the prompt (never as an argument)")
     return str(secret)
 
 
 @vault_group.command("put")
-@click.argument("platform", type=click.Choice(["bluesky", "instagram", "threads", "facebook"]))
+@click.argument("platform", type=click.Choice(list(PLATFORMS)))
 @click.argument("account")
 @click.argument("extra", nargs=-1)
 @click.option("--verify", is_flag=True, help="Check the secret with the platform now, not at the next vault tick.")
 @click.pass_obj
-def vault_put(state: State, platform: str, account: str, extra: tuple[str, ...], verify: bool) -> None:  # noqa: D417
+def vault_put(env: Env, platform: str, account: str, extra: tuple[str, ...], verify: bool) -> None:  # noqa: D417
     """Store a new version of a credential, read from stdin or a no-echo prompt (never from argv).
 
     Example: skyhub vault put bluesky ourbot.bsky.social --verify
     """
     if extra:  # a secret typed as an argument: refuse without echoing it
-        fail("usage", "secrets are never taken as arguments (they would stay in shell history): pipe the secret on stdin or type it at the prompt", EXIT_USAGE)
+        raise Usage("secrets are never taken as arguments (they would stay in shell history): pipe the secret on stdin or type it at the prompt")
     secret = _read_secret()
-    if state.remote:
-        meta = state.store.vault_put(platform, account, secret, verify)
+    remote = _remote(env)
+    if remote is not None:
+        meta = remote.vault_put(platform, account, secret, verify)
     else:
-        meta = _vault(state).put(platform, account, secret)
+        meta = _local(env).put(platform, account, secret)
         if verify:
-            from ledger import Ledger
-            from vault import DB as VAULT_DB
-            from vault import Maintainer, public
+            from .rotation import verify as verify_now
 
-            from .app import KeyLoader, platforms_for, vault_policy
-
-            s = state.settings
-            maintainer = Maintainer(Ledger(state.store, "tick:vault"), KeyLoader(s.vault.key_file), platforms_for(s), vault_policy(s))
-            maintainer.maintain(state.store.get(VAULT_DB, meta["id"]))
-            meta = public(state.store.get(VAULT_DB, meta["id"]))
+            meta = verify_now(env.context("vault", "tick:vault"), meta["id"])
     click.echo(json.dumps(meta))
     if meta.get("needsReauth"):
-        fail("needs_reauth", f"{meta['id']} was refused: {meta.get('lastError')}", EXIT_ERROR)
+        raise NeedsReauth(f"{meta['id']} was refused: {meta.get('lastError')}")
+    if verify and meta.get("status") != "ok" and meta.get("lastError"):
+        click.echo(f"skyhub: {meta['id']} is stored but not verified yet: {meta['lastError']}; the vault tick will try again", err=True)
 
 
 @vault_group.command("list")
-@json_option
+@click.option("--json", "as_json", is_flag=True, help="JSON output instead of a table.")
 @click.pass_obj
-def vault_list(state: State, as_json: bool) -> None:
+def vault_list(env: Env, as_json: bool) -> None:
     """List credentials: metadata only; NEEDS RE-AUTH marks the ones a person must paste again.
 
     Example: skyhub vault list --json
     """
-    creds = state.store.vault_list() if state.remote else _vault(state).list()
+    remote = _remote(env)
+    creds = remote.vault_list() if remote is not None else _local(env).list()
     if as_json:
         click.echo(json.dumps(creds))
         return
-    table(["id", "version", "status", "refreshed", "expires", "fingerprint", "attention"], [
+    click.echo(table(["id", "version", "status", "refreshed", "expires", "fingerprint", "attention"], [
         [c["id"], str(c["version"]), c["status"], iso(c["refreshedAt"]) if c.get("refreshedAt") else "",
          iso(c["expiresAt"]) if c.get("expiresAt") else "", c.get("fingerprint") or "",
          ("NEEDS RE-AUTH: " + cell(c.get("lastError"))) if c.get("needsReauth") else cell(c.get("lastError"))]
         for c in creds
-    ])
+    ]))
 
 
 @vault_group.command("show")
 @click.argument("cred_id", metavar="PLATFORM:ACCOUNT")
 @click.pass_obj
-def vault_show(state: State, cred_id: str) -> None:
+def vault_show(env: Env, cred_id: str) -> None:
     """One credential's metadata as JSON (never the secret).
 
     Example: skyhub vault show bluesky:ourbot.bsky.social
     """
-    click.echo(json.dumps(state.store.vault_show(cred_id) if state.remote else _vault(state).show(cred_id)))
+    remote = _remote(env)
+    click.echo(json.dumps(remote.vault_show(cred_id) if remote is not None else _local(env).show(cred_id)))
 
 
 @vault_group.command("rm")
 @click.argument("cred_id", metavar="PLATFORM:ACCOUNT")
 @click.pass_obj
-def vault_rm(state: State, cred_id: str) -> None:
+def vault_rm(env: Env, cred_id: str) -> None:
     """Delete a credential (its history keeps the metadata).
 
     Example: skyhub vault rm instagram:17841400000000000
     """
-    if state.remote:
-        state.store.vault_rm(cred_id)
+    remote = _remote(env)
+    if remote is not None:
+        remote.vault_rm(cred_id)
     else:
-        _vault(state).remove(cred_id)
+        _local(env).remove(cred_id)
     click.echo(json.dumps({"removed": cred_id}))

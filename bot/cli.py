@@ -6,14 +6,11 @@ import json
 
 import click
 
-from ledger.actor import parse_actor
+from ledger import Env, Ledger
 
-from .cliutil import (
-    State,
-)
+from .build import Builder, BuildSettings
 
 
-# ---- the builder lane ----------------------------------------------------------------------
 @click.group("build")
 def build_group() -> None:
     """The builder lane: turn pending-build mentions into built pages.
@@ -26,18 +23,13 @@ def build_group() -> None:
 @click.option("--max", "max_jobs", type=click.IntRange(1, 100), default=5, show_default=True, help="Build at most this many mentions.")
 @click.option("--as", "as_actor", metavar="ACTOR", default="device:builder", show_default=True, help="Locally: the actor to claim as (over --hub the credential decides).")
 @click.pass_obj
-def build_run(state: State, max_jobs: int, as_actor: str) -> None:
+def build_run(env: Env, max_jobs: int, as_actor: str) -> None:
     """Claim pending-build mentions, run the codegen command for each, write built or build-failed.
 
     Example: skyhub build run --max 5
     """
-    from bot import Builder, BuildSettings
-    from ledger import Ledger
-
-    s = state.settings.bot
-    store = state.store
-    actor = store.actor if state.remote else as_actor
-    parse_actor(actor)
+    s = env.section("bot")
+    actor = env.actor(None if env.remote else as_actor)
     settings = BuildSettings(command=s.codegen, lease_ms=int(s.build_lease * 1000), timeout_s=s.build_timeout, max_jobs=max_jobs)
-    builder = Builder(Ledger(store, actor), settings, progress=lambda line: click.echo(f"skyhub: {line}", err=True))
+    builder = Builder(Ledger(env.store, actor), settings, progress=lambda line: click.echo(f"skyhub: {line}", err=True))
     click.echo(json.dumps(builder.run(max_jobs)))
