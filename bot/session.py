@@ -3,7 +3,7 @@ session (a refresh token is single-use), so the bot only ever reads it."""
 
 from __future__ import annotations
 
-from ledger import Context
+from ledger import Context, NotFound
 from vault import NeedsReauth
 
 from .bluesky import Bluesky
@@ -17,7 +17,12 @@ def credential(ctx: Context) -> str:
 def bluesky(ctx: Context) -> Bluesky:
     """An adapter on the bot account's session, at the PDS the session names."""
     cred = credential(ctx)
-    ctx.vault.usable(cred)  # NeedsReauth, with the reason, while a person must paste
+    try:
+        ctx.vault.usable(cred)  # NeedsReauth, with the reason, while a person must paste
+    except NotFound:
+        raise NeedsReauth(
+            f"{cred} is not in the vault: paste the bot's app password with `skyhub vault put bluesky {ctx.settings.handle}`"
+        ) from None
     session = ctx.vault.reveal(cred).get("session")
     if not session:
         raise NeedsReauth(f"{cred} has no session yet: the vault tick makes one after the paste is verified (`skyhub tick vault`)")

@@ -231,7 +231,7 @@ def _shown(field: FieldInfo, default: Any) -> str:
         return f"`{str(default).lower()}`"
     if isinstance(default, dict):
         return "none" if not default else ", ".join(f"{k} = {v}" for k, v in default.items())
-    if any(getattr(m, "func", None) is parse_interval for m in field.metadata):
+    if any(getattr(getattr(m, "func", None), "__wrapped__", None) is parse_interval for m in field.metadata):
         return f"`{_duration(float(default))}`"
     return f"`{default}`"
 

@@ -67,7 +67,7 @@ class Context:
     name: str  # the tick's or handler's name
     settings: Any = None
     platforms: Any = None
-    vault: Secrets = field(default_factory=lambda: _Missing("vault"))  # type: ignore[assignment]
+    vault: Secrets = field(default_factory=lambda: _Missing("vault"))
     http: httpx.Client = field(default_factory=lambda: _Missing("HTTP client"))  # type: ignore[assignment]
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("skyhub"))
     tries: int = 0  # handlers: failed deliveries of this change before this one

@@ -29,12 +29,21 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 from .actor import ActorPattern
 from .context import Context
 from .document import check_db, check_field
+from .errors import LedgerError
 from .feed import Handler
 from .machine import Machine, Rules
 from .scheduler import Tick, parse_interval
 from .store import Documents
 
-Interval = Annotated[float, BeforeValidator(parse_interval)]
+def _interval(value: Any) -> float:
+    try:
+        return parse_interval(value)
+    except LedgerError as exc:  # pydantic reports ValueErrors as validation errors, with the field's name
+        raise ValueError(exc.reason) from None
+
+
+_interval.__wrapped__ = parse_interval  # type: ignore[attr-defined]  # so docs can tell a duration field
+Interval = Annotated[float, BeforeValidator(_interval)]
 """A duration in settings: ``"30s"``, ``"1m"``, ``"250ms"`` or seconds; read as seconds."""
 
 

@@ -42,6 +42,10 @@ class Transient(PlatformError):
     """Worth trying again later: timeout, 5xx, 429."""
 
 
+class NetworkError(Transient):
+    """The request never got an answer: no connection, DNS, TLS (the platform never saw it)."""
+
+
 class Failed(PlatformError):
     """A refusal that is neither an auth failure nor transient."""
 
@@ -72,6 +76,13 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+def _host(exc: httpx.RequestError) -> str:
+    try:
+        return exc.request.url.host or str(exc.request.url)
+    except RuntimeError:  # no request attached
+        return "the platform"
+
+
 def jwt_exp_ms(token: str) -> int | None:
     """The ``exp`` of a JWT, in epoch ms, read without verifying (we only schedule by it)."""
     try:
@@ -94,8 +105,12 @@ class Platforms:
         def once() -> Any:
             try:
                 response = send()
+            except httpx.ConnectTimeout as exc:
+                raise NetworkError(f"{what}: cannot reach {_host(exc)}: the network did not connect in time (ConnectTimeout)") from None
             except httpx.TimeoutException:
                 raise Transient(f"{what}: timed out") from None
+            except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.ProxyError) as exc:
+                raise NetworkError(f"{what}: cannot reach {_host(exc)}: the network refused or failed the connection ({type(exc).__name__})") from None
             except httpx.TransportError as exc:
                 raise Transient(f"{what}: {type(exc).__name__}") from None
             return classify(response)

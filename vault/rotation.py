@@ -18,7 +18,7 @@ from ledger import Conflict, Context, Forbidden, Ledger, NotFound, TickEvent
 from .credentials import DB, Vault, new_claim, public
 from .errors import WrongMasterKey
 from .keys import MasterKey
-from .platforms import AuthFailure, Endpoints, Failed, PlatformError, Platforms, Transient, jwt_exp_ms, scrub
+from .platforms import AuthFailure, Endpoints, Failed, NetworkError, PlatformError, Platforms, Transient, jwt_exp_ms, scrub
 from .seal import fingerprint, seal, unseal
 
 log = logging.getLogger(__name__)
@@ -177,6 +177,8 @@ class Maintainer:
         budget = {"day": today, "count": count + 1}
         try:
             session = self.platforms.bluesky_create_session(doc["account"], secret)
+        except NetworkError:
+            raise  # the PDS never saw the attempt: it spends none of the day's budget
         except PlatformError as exc:
             exc.budget = budget  # type: ignore[attr-defined]
             raise

@@ -312,11 +312,13 @@ class BskyNetwork:
                        access_jwt=out["accessJwt"], refresh_jwt=out["refreshJwt"])
 
     def post(self, author: Account, text: str, *, mentions: Sequence[Account] | Mapping[str, str] = (),
-             reply_to: PostRef | None = None, facets: list[dict[str, Any]] | None = None) -> PostRef:
+             reply_to: PostRef | None = None, facets: list[dict[str, Any]] | None = None,
+             created_at: str | None = None) -> PostRef:
         """An ``app.bsky.feed.post`` by ``author``. ``mentions`` (accounts, or handle -> DID) become
         mention facets for their ``@handle`` in ``text`` (which must contain it); ``reply_to`` makes
-        it a reply in that post's thread (reply.parent = it, reply.root = its thread's root)."""
-        record: dict[str, Any] = {"$type": "app.bsky.feed.post", "text": text, "createdAt": _now()}
+        it a reply in that post's thread (reply.parent = it, reply.root = its thread's root);
+        ``created_at`` backdates it, as a client whose clock is behind would."""
+        record: dict[str, Any] = {"$type": "app.bsky.feed.post", "text": text, "createdAt": created_at or _now()}
         by_handle = dict(mentions) if isinstance(mentions, Mapping) else {a.handle: a.did for a in mentions}
         all_facets = [*(facets or []), *mention_facets(text, by_handle)]
         if all_facets:

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 
 from hub.auth import approve_device, new_device_key, private_key_to_pem, public_key_of
 from tests.hubproc import ROOT, Hub
@@ -28,7 +29,7 @@ def wait_for(what, check, timeout=90.0):
 def test_mentions_are_ingested_built_and_replied_to_once(bsky_network, tmp_path):
     net = bsky_network
     bot = net.create_account("skybot.test", "bot-password-1")
-    alice, bob, carol = (net.create_account(h) for h in ("alice.test", "bob.test", "carol.test"))
+    alice, bob, carol, dave = (net.create_account(h) for h in ("alice.test", "bob.test", "carol.test", "dave.test"))
     guardrails = tmp_path / "guardrails.toml"
     guardrails.write_text('per_author_daily = 2\nmax_age = "1h"\n[blocklist]\nhandles = ["carol.test"]\n')
 
@@ -78,17 +79,35 @@ def test_mentions_are_ingested_built_and_replied_to_once(bsky_network, tmp_path)
         wait_for("a new checkpoint", lambda: _exists(hub.admin, "bot", "ingest-checkpoint"))
         assert all(len(hub.admin.history("requests", doc_id)) == 1 for doc_id in ids.values())
 
+        # a mention from a client whose clock is 7 minutes behind, arriving after newer ones were ingested:
+        # the AppView lists it below them (by the earlier of createdAt and its index time); it is not lost
+        minutes_ago = (datetime.now(UTC) - timedelta(minutes=7)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        late = net.post(dave, "@skybot.test make me a counter", mentions=[bot], created_at=minutes_ago)
+        net.process_all()
+        mentions["late"] = late
+        ids["late"] = f"{late.uri.split('/')[2]}:{late.uri.split('/')[-1]}"
+        assert wait_for("the late mention", lambda: _exists(hub.admin, "requests", ids["late"]))
+        assert hub.admin.get("requests", ids["late"])["status"] == "pending-build"
+
         # the builder lane, as a device over the hub's API
         key = new_device_key()
         approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key))
+        site = tmp_path / "site"
+        site.mkdir()
+        pages = PageServer(site)  # stands in for GitHub Pages: not serving until the "push" lands
         env = {**os.environ, "PYTHONPATH": str(ROOT), "SKYHUB_HUB_URL": hub.url, "SKYHUB_DEVICE": "gha-builder",
-               "SKYHUB_DEVICE_KEY": private_key_to_pem(key), "SKYHUB_BUILD_OUT": str(tmp_path / "site"),
-               "SKYHUB_BUILD_BASE_URL": "https://skyhub.example/builds"}
+               "SKYHUB_DEVICE_KEY": private_key_to_pem(key), "SKYHUB_BUILD_OUT": str(site),
+               "SKYHUB_BUILD_BASE_URL": pages.url}
         built = subprocess.run([sys.executable, "-m", "hub", "build", "run", "--max", "10"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
         assert built.returncode == 0, built.stderr
-        assert json.loads(built.stdout) == {"built": 3}
+        assert json.loads(built.stdout) == {"built": 4}
 
-        accepted = ("first", "second", "in_thread")
+        accepted = ("first", "second", "in_thread", "late")
+        # the pages are not served yet: the reply waits (no attempt, no post), saying why
+        waiting = wait_for("the reply tick to notice", lambda: all(
+            "waiting for the page" in (hub.admin.get("requests", ids[n]).get("lastError") or "") for n in accepted))
+        assert waiting and all(hub.admin.get("requests", ids[n])["status"] == "built" for n in accepted)
+        pages.start()
         wait_for("the reply tick", lambda: all(hub.admin.get("requests", ids[n])["status"] == "replied" for n in accepted))
         net.process_all()
 
@@ -107,10 +126,10 @@ def test_mentions_are_ingested_built_and_replied_to_once(bsky_network, tmp_path)
             url = doc["result"]["url"]
             link = record["text"].encode()[facet["index"]["byteStart"]:facet["index"]["byteEnd"]].decode()
             assert link == url and facet["features"][0]["uri"] == url
-            assert (tmp_path / "site" / url.rstrip("/").rsplit("/", 1)[1] / "index.html").exists()
+            assert (site / url.rstrip("/").rsplit("/", 1)[1] / "index.html").exists()
             assert [(c.doc["status"], c.actor) for c in hub.admin.history("requests", ids[name])] == [
                 ("pending-build", "tick:ingest"), ("building", "device:builder"), ("built", "device:builder"),
-                ("built", "tick:reply"), ("replied", "tick:reply")]
+                ("built", "tick:reply"), ("built", "tick:reply"), ("replied", "tick:reply")]  # waited for the page, fixed the key, replied
         for name in ("over_cap", "blocked", "in_muted"):
             thread = net.query("app.bsky.feed.getPostThread", {"uri": mentions[name].uri, "depth": 2})["thread"]
             assert not [r for r in thread.get("replies", []) if r["post"]["author"]["did"] == bot.did], name
@@ -119,10 +138,40 @@ def test_mentions_are_ingested_built_and_replied_to_once(bsky_network, tmp_path)
         time.sleep(3)
         net.process_all()
         feed = net.query("app.bsky.feed.getAuthorFeed", {"actor": bot.did, "limit": 50})["feed"]
-        assert len([item for item in feed if item["post"]["author"]["did"] == bot.did]) == 3
+        assert len([item for item in feed if item["post"]["author"]["did"] == bot.did]) == 4
     finally:
         hub.stop()
+        if "pages" in locals():
+            pages.stop()
     assert bot.password not in "".join(hub.stderr)
+
+
+class PageServer:
+    """A static file server on 127.0.0.1 for the built pages; ``start()`` is the Pages deploy landing."""
+
+    def __init__(self, folder):
+        import functools
+        import http.server
+
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+        handler.log_message = lambda *a: None
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/builds"
+        self.folder = folder
+        self.thread = None
+
+    def start(self):
+        import threading
+
+        # the pages live under /builds/ as they would under a Pages project site
+        (self.folder / "builds").symlink_to(self.folder, target_is_directory=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        if self.thread is not None:
+            self.server.shutdown()
+        self.server.server_close()
 
 
 def _exists(store, db, doc_id):

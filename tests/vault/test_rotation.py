@@ -213,3 +213,43 @@ def test_a_paste_during_a_rotation_wins(env):
     assert env.maintainer.run() == {"superseded": 1}
     assert secret_of(env, "instagram:1") == {"accessToken": "PASTED-MEANWHILE"}
     assert doc(env, "instagram:1")["status"] == "unverified"
+
+
+@respx.mock
+def test_a_network_failure_names_the_host_and_spends_no_create_session_budget(env):
+    create = respx.post("https://pds.test/xrpc/com.atproto.server.createSession")
+    create.mock(side_effect=httpx.ConnectError("[Errno 111] Connection refused"))
+    env.person.put("bluesky", "bot.test", "app-pass-word")
+    env.maintainer.run()
+    d = doc(env, "bluesky:bot.test")
+    assert d["status"] == "unverified" and d["needsReauth"] is False  # stored, checked again at the next tick
+    assert "cannot reach pds.test" in d["lastError"] and "network" in d["lastError"]
+    assert not d.get("createSessions")  # the PDS never saw an attempt: nothing spent
+    create.mock(side_effect=None, return_value=httpx.Response(200, json={
+        "accessJwt": jwt(env.clock.now_ms() // 1000 + 7200), "refreshJwt": "R", "did": "did:plc:bot", "handle": "bot.test",
+        "didDoc": {"id": "did:plc:bot", "service": [{"id": "#atproto_pds", "type": "AtprotoPersonalDataServer", "serviceEndpoint": "https://home.pds.test"}]}}))
+    env.maintainer.run()
+    d = doc(env, "bluesky:bot.test")
+    assert d["status"] == "ok" and d["createSessions"]["count"] == 1
+    assert secret_of(env, "bluesky:bot.test")["session"]["pds"] == "https://home.pds.test"  # the account's own PDS, from its DID
+
+
+@respx.mock
+def test_the_vault_tick_runs_from_its_context(env):
+    from datetime import UTC, datetime
+
+    from hub.settings import PlatformSettings
+    from ledger import Ledger, Services, TickEvent
+    from ledger.context import make_context
+    from vault import Vault
+    from vault.product import VaultSettings
+    from vault.rotation import maintain
+
+    me = respx.get("https://ig.test/me").mock(return_value=httpx.Response(200, json={"user_id": "1", "username": "shop"}))
+    env.person.put("instagram", "1784", "IGTOKEN-1")
+    platforms = PlatformSettings(instagram_url="https://ig.test", threads_url="https://threads.test", facebook_url="https://graph.test",
+                                 bluesky_pds="https://pds.test")
+    services = Services(vault=lambda db: Vault(db, env.key), http=httpx.Client(), platforms=platforms)
+    ctx = make_context(Ledger(env.store, "tick:vault"), env.clock, "vault", services, settings=VaultSettings(retry_wait="1ms"))
+    assert maintain(TickEvent("vault", datetime.fromtimestamp(env.clock.now_ms() / 1000, tz=UTC)), ctx) == {"ok": 1}
+    assert me.call_count == 1 and doc(env, "instagram:1784")["verifiedAt"] == env.clock.now_ms()

@@ -1,0 +1,67 @@
+"""skyhub as a user installs it: the wheel, in a fresh virtual environment outside the
+checkout. Its settings and guardrails ship inside the package, so `skyhub run` with the bot
+configured and `skyhub tick ingest` work from there (a wheel once left config/ out, and every
+tick died with a FileNotFoundError traceback)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(cmd, **kw):
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=kw.pop("timeout", 900), **kw)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))}: {proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def test_the_wheel_runs_from_a_fresh_environment(tmp_path):
+    dist = tmp_path / "dist"
+    # the build frontend: pip, with the build backend pyproject.toml names, in its own environment
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--disable-pip-version-check", "-w", str(dist), str(ROOT)])
+    (wheel,) = dist.glob("skyhub-*.whl")
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)])
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)])
+    home = tmp_path / "somewhere-else"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SKYHUB_", "PYTHON", "VIRTUAL_ENV"))}
+    env.update({"SKYHUB_BOT__HANDLE": "skybot.test", "SKYHUB_DATABASE_URL": f"sqlite:///{home}/hub.db",
+                "SKYHUB_PLATFORMS__BLUESKY_PDS": "http://127.0.0.1:9", "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"})
+    skyhub = str(venv / "bin" / "skyhub")
+    imported = run([str(venv / "bin" / "python"), "-c", "import hub, skyhub_config; print(hub.__file__)"], env=env, cwd=home)
+    assert str(venv) in imported.stdout and str(ROOT) not in imported.stdout  # not the checkout
+
+    tick = subprocess.run([skyhub, "tick", "ingest"], capture_output=True, text=True, env=env, cwd=home, timeout=120)
+    # no credential was pasted: the tick fails, recorded, with the reason and the remedy, and no traceback
+    assert tick.returncode == 1 and '"outcome": "error"' in tick.stdout, tick.stderr
+    assert "bluesky:skybot.test" in tick.stdout and "skyhub vault put bluesky skybot.test" in tick.stdout
+    assert "Traceback" not in tick.stderr and "FileNotFoundError" not in tick.stderr
+
+    hub = subprocess.Popen([skyhub, "run", "--port", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=home)
+    try:
+        deadline = time.monotonic() + 60
+        url = None
+        lines = []
+        while url is None and time.monotonic() < deadline:
+            line = hub.stderr.readline()
+            lines.append(line)
+            found = re.search(r"API on (http://[0-9.]+:\d+)", line)
+            url = found.group(1) if found else None
+            assert line or hub.poll() is None, "".join(lines)
+        assert url, "".join(lines)
+        health = httpx.get(f"{url}/health", timeout=10).json()
+        assert {t["name"] for t in health["scheduler"]["ticks"]} >= {"ingest", "reply", "vault", "sweep"}
+    finally:
+        hub.send_signal(signal.SIGTERM)
+        _, rest = hub.communicate(timeout=30)
+    assert hub.returncode == 0 and "Traceback" not in "".join(lines) + rest
