@@ -35,6 +35,7 @@ from .machine import Machine, Rules
 from .scheduler import Tick, parse_interval
 from .store import Documents
 
+
 def _interval(value: Any) -> float:
     try:
         return parse_interval(value)
