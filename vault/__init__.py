@@ -1,18 +1,34 @@
 """The write-only vault: sealed credentials, their rotation, and egress probes.
 
-Imports the ledger, nothing else of skyhub."""
+Imports the ledger (and the platforms), nothing else of skyhub. What calls out to the
+platforms (``Maintainer``, ``Platforms``, ``Prober``) is loaded on first use, so importing the
+vault to read or write credentials does not load an HTTP stack."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from .credentials import CREDENTIALS, DB, PLATFORMS, Vault, credential_id, public
 from .errors import NeedsReauth, NoMasterKey, NotRevealable, VaultError, WrongMasterKey
 from .hold import hold, release
-from .keys import MasterKey, init_key, load_master_key, new_key_text, parse_key
-from .platforms import AuthFailure, Endpoints, Failed, Platforms, Transient
-from .probe import Prober, default_lanes
-from .rotation import Maintainer, Policy
+from .keys import KeyLoader, MasterKey, init_key, load_master_key, new_key_text, parse_key
+
+_LAZY = {
+    "AuthFailure": "vault.platforms", "Endpoints": "vault.platforms", "Failed": "vault.platforms",
+    "Platforms": "vault.platforms", "Transient": "vault.platforms", "Prober": "vault.probe", "default_lanes": "vault.probe",
+    "Maintainer": "vault.rotation", "Policy": "vault.rotation",
+}
 
 __all__ = [
-    "CREDENTIALS", "DB", "PLATFORMS", "AuthFailure", "Endpoints", "Failed", "Maintainer", "MasterKey", "NeedsReauth",
-    "NoMasterKey", "NotRevealable", "Platforms", "Policy", "Prober", "Transient", "Vault", "VaultError",
+    "CREDENTIALS", "DB", "PLATFORMS", "AuthFailure", "Endpoints", "Failed", "KeyLoader", "Maintainer", "MasterKey",
+    "NeedsReauth", "NoMasterKey", "NotRevealable", "Platforms", "Policy", "Prober", "Transient", "Vault", "VaultError",
     "WrongMasterKey", "credential_id", "default_lanes", "hold", "init_key", "load_master_key", "new_key_text",
     "parse_key", "public", "release",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'vault' has no attribute {name!r}")

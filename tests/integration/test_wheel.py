@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,8 +27,11 @@ def run(cmd, **kw):
 
 def test_the_wheel_runs_from_a_fresh_environment(tmp_path):
     dist = tmp_path / "dist"
+    source = tmp_path / "source"  # a copy: building writes build/ and *.egg-info/ beside the sources
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "node_modules", "__pycache__", "build", "dist", "*.egg-info", ".*_cache", "*.db*", "site"))
     # the build frontend: pip, with the build backend pyproject.toml names, in its own environment
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--disable-pip-version-check", "-w", str(dist), str(ROOT)])
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--disable-pip-version-check", "-w", str(dist), str(source)])
     (wheel,) = dist.glob("skyhub-*.whl")
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
