@@ -16,6 +16,7 @@ DECLARATIONS = (
     "ledger.jobs",       # the reference jobs machine
     "vault.product",     # credentials, their rotation tick, egress probes
     "bot.product",       # mention builds
+    "publishers.product",  # queued posts to Instagram, Threads and Bluesky
 )
 
 

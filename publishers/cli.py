@@ -1,0 +1,211 @@
+"""skyhub publish ...: queue posts, list them, look at one, retry or cancel.
+
+Every bad input is one sentence naming the field and the limit, exit 2, before anything is
+written or sent. Locally the commands write the ledger; with ``--hub`` they go through
+``POST /v1/publish`` and the documents API.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol, cast
+
+import click
+
+from ledger import Env, Ledger, NotFound, Usage
+from ledger.text import cell, iso, table
+
+from .machine import DB, KIND
+from .queue import new_request, queue, request_id
+from .validate import BSKY_IMAGE_BYTES, PLATFORMS, is_local
+
+
+class RemotePublisher(Protocol):
+    """The publishing endpoints of a hub, as the remote store offers them."""
+
+    def publish_queue(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@click.group("publish")
+def publish_group() -> None:
+    """Queue posts to Instagram, Threads and Bluesky; list, show, retry and cancel them.
+
+    Example: skyhub publish ig --slug launch --image https://cdn.example.org/a.jpg --alt "The box" --caption "It's here"
+    """
+
+
+def _queue_command(platform: str) -> click.Command:
+    name = PLATFORMS[platform]
+
+    @click.command(platform, help=(
+        f"Queue {'an' if name[0] in 'AEIOU' else 'a'} {name} post: images with alt text, a caption, optionally a time.\n\n"
+        f"Example: skyhub publish {platform} --slug launch --image https://cdn.example.org/a.jpg --alt \"The box\" "
+        f"--caption \"It's here\" --at 2026-12-01T09:00:00+01:00"
+    ))
+    @click.option("--slug", required=True, help="A name for this post, unique per account (the request id is PLATFORM:ACCOUNT:SLUG).")
+    @click.option("--image", "images", multiple=True, metavar="URL", help="An image (repeat for a carousel); "
+                  + ("a public https JPEG URL." if platform != "bsky" else "a URL or a file on this machine."))
+    @click.option("--alt", "alts", multiple=True, metavar="TEXT", help="Alt text of the image before it (repeat, in the same order).")
+    @click.option("--caption", default="", help="The post's words.")
+    @click.option("--at", "at", metavar="TIME", help="Publish no sooner than this, with its time zone: 2026-12-01T09:00:00+01:00.")
+    @click.option("--account", help=f"The {name} account (default: publish.accounts.{platform} from the settings).")
+    @click.option("--reply-to", hidden=platform != "bsky", metavar="AT-URI", help="Reply to this Bluesky post.")
+    @click.pass_obj
+    def command(env: Env, slug: str, images: tuple[str, ...], alts: tuple[str, ...], caption: str, at: str | None,
+                account: str | None, reply_to: str | None) -> None:
+        if len(alts) > len(images):
+            raise Usage(f"{len(alts)} --alt for {len(images)} --image: give each image's alt text right after it")
+        if reply_to and platform != "bsky":
+            raise Usage("--reply-to is for Bluesky posts")
+        section = env.section("publish")
+        account = account or section.accounts.get(platform)
+        if not account:
+            raise Usage(f"no account: pass --account, or set publish.accounts.{platform} (SKYHUB_PUBLISH__ACCOUNTS__{platform.upper()})")
+        pairs = [{"url": url if not (platform == "bsky" and is_local(url)) else _absolute(url), "alt": alts[i] if i < len(alts) else ""}
+                 for i, url in enumerate(images)]
+        actor = env.actor()
+        body = new_request(platform, account=account, slug=slug, caption=caption, images=pairs, at=at, reply_to=reply_to,
+                           now_ms=env.store.clock.now_ms())
+        if env.remote:
+            out = cast(RemotePublisher, env.store).publish_queue(body)
+        else:
+            doc, queued = queue(Ledger(env.store, actor), body, image_hosts=list(section.image_hosts) or None)
+            out = {"id": doc["_id"], "queued": queued, "status": doc["status"], "rev": doc["_rev"]}
+        click.echo(json.dumps(out))
+        if not out["queued"]:
+            click.echo(f"skyhub: {out['id']} was already queued with the same content; nothing new was written", err=True)
+
+    return command
+
+
+def _absolute(path: str) -> str:
+    from pathlib import Path
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise Usage(f"image {path} is not a file here")
+    size = file.stat().st_size
+    if size > BSKY_IMAGE_BYTES:
+        raise Usage(f"image {path} is {size:,} bytes; a Bluesky image is at most {BSKY_IMAGE_BYTES:,} bytes")
+    return str(file.resolve())
+
+
+for _platform in PLATFORMS:
+    publish_group.add_command(_queue_command(_platform))
+
+
+NEXT = {
+    "pending": "create the container(s)", "items-created": "create the carousel", "carousel-created": "publish",
+    "done": "", "error": "a person: retry or cancel", "skipped": "", "cancelled": "",
+}
+
+
+def next_step(doc: dict[str, Any]) -> str:
+    """What the tick does next with this request, in words."""
+    if doc.get("held"):
+        return f"held: {doc['held'].get('reason', '')}"
+    if doc.get("platform") == "bsky" and doc.get("status") == "pending":
+        return "post the record"
+    if doc.get("status") == "pending" and len(doc.get("images") or []) <= 1:
+        return "create the container"
+    return NEXT.get(str(doc.get("status")), "")
+
+
+def _requests(env: Env, platform: str | None, status: str | None, limit: int) -> list[dict[str, Any]]:
+    db = Ledger(env.store, env.actor())
+    docs: list[dict[str, Any]] = []
+    source = db.query_all(DB, "status", status) if status else db.query_all(DB, "kind", KIND)
+    for doc in source:
+        if doc.get("kind") != KIND or (platform and doc.get("platform") != platform):
+            continue
+        docs.append(doc)
+        if len(docs) >= limit:
+            break
+    return docs
+
+
+@publish_group.command("ls")
+@click.option("--platform", type=click.Choice(list(PLATFORMS)), help="Only this platform.")
+@click.option("--status", help="Only this status (pending, items-created, carousel-created, done, error, skipped, cancelled).")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=200, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="JSON output (an array) instead of a table.")
+@click.pass_obj
+def publish_ls(env: Env, platform: str | None, status: str | None, limit: int, as_json: bool) -> None:
+    """List queued posts: status, next step, when, and the permalink or the last error.
+
+    Example: skyhub publish ls --platform ig --status error
+    """
+    docs = _requests(env, platform, status, limit)
+    if as_json:
+        click.echo(json.dumps([{**d, "nextStep": next_step(d)} for d in docs], ensure_ascii=False))
+        return
+    click.echo(table(["id", "status", "next step", "not before", "attempts", "permalink / last error"], [
+        [d["_id"], str(d.get("status")), cell(next_step(d), 32), iso(d["notBefore"]) if d.get("notBefore") else "",
+         str(d.get("attempts") or 0), d.get("permalink") or cell(d.get("lastError"), 60)]
+        for d in docs
+    ]))
+
+
+def _get(env: Env, request: str) -> dict[str, Any]:
+    try:
+        doc = env.store.get(DB, request)
+    except NotFound:
+        raise NotFound(f"no queued post {request!r} (ids look like ig:ACCOUNT:SLUG; see `skyhub publish ls`)") from None
+    if doc.get("kind") != KIND:
+        raise NotFound(f"{request!r} is not a queued post")
+    return doc
+
+
+@publish_group.command("show")
+@click.argument("request", metavar="ID")
+@click.pass_obj
+def publish_show(env: Env, request: str) -> None:
+    """One queued post as JSON: the request, its steps (every revision) and its errors.
+
+    Example: skyhub publish show ig:17841400000000000:launch
+    """
+    doc = _get(env, request)
+    steps = [
+        {"seq": c.seq, "at": c.at, "actor": c.actor, "status": c.doc.get("status"),
+         **{k: c.doc[k] for k in ("intent", "lastError", "held", "notBefore") if c.doc.get(k) is not None}}
+        for c in env.store.history(DB, request)
+    ]
+    click.echo(json.dumps({"request": doc, "nextStep": next_step(doc), "steps": steps}, ensure_ascii=False))
+
+
+def _move(env: Env, request: str, status: str, allowed: tuple[str, ...], **fields: Any) -> None:
+    doc = _get(env, request)
+    if doc.get("status") not in allowed:
+        raise Usage(f"{request} is {doc.get('status')}: only a post that is {' or '.join(allowed)} can be moved to {status}")
+    body = {k: v for k, v in doc.items() if not k.startswith("_")}
+    body.update(fields)
+    body["status"] = status
+    body = {k: v for k, v in body.items() if v is not None}
+    out = env.store.put(DB, body, request, actor=env.actor(), if_rev=doc["_rev"])
+    click.echo(json.dumps({"id": request, "status": status, "rev": out["_rev"]}))
+
+
+@publish_group.command("retry")
+@click.argument("request", metavar="ID")
+@click.pass_obj
+def publish_retry(env: Env, request: str) -> None:
+    """Put a post that ended in error back in the queue (it starts over with fresh attempts).
+
+    Example: skyhub publish retry ig:17841400000000000:launch
+    """
+    _move(env, request, "pending", ("error",), attempts=0, lastError=None, recreates=None, intent=None,
+          containers=None, carouselId=None, held=None)
+
+
+@publish_group.command("cancel")
+@click.argument("request", metavar="ID")
+@click.pass_obj
+def publish_cancel(env: Env, request: str) -> None:
+    """Cancel a post that has not started publishing (still pending).
+
+    Example: skyhub publish cancel ig:17841400000000000:launch
+    """
+    _move(env, request, "cancelled", ("pending",))
+
+
+__all__ = ["publish_group", "request_id"]

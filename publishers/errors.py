@@ -1,0 +1,27 @@
+"""The publishers' exceptions.
+
+    PublishError            root (a LedgerError: the CLI and API map it like the rest)   502, exit 1
+    └── PostInvalid         the post breaks a platform's rule: nothing was written       422, exit 2
+
+Platform failures are ``platforms.errors`` classes; these are the publishers' own.
+"""
+
+from __future__ import annotations
+
+from ledger import LedgerError
+from ledger.errors import EXIT_USAGE
+
+
+class PublishError(LedgerError):
+    """Root of the publishers' errors."""
+
+    code = "publish"
+    status = 502
+
+
+class PostInvalid(PublishError):
+    """The post breaks a platform's rule (one sentence per problem); nothing was written or sent."""
+
+    code = "invalid_post"
+    status = 422
+    exit_code = EXIT_USAGE
