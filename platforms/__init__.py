@@ -1,7 +1,10 @@
 """One adapter per outside platform, each with typed errors and a transport seam for tests.
 
     platforms.errors     the error tree (``PlatformError`` and its children), ``scrub``
-    platforms.meta       the Meta Graph API: ``Instagram``, ``Threads``, ``Facebook`` (httpx + tenacity)
+    platforms.transport  httpx's transport failures -> NetworkError / Transient, naming the host
+    platforms.meta       the Meta clients: ``Instagram``, ``Threads``, ``Facebook``
+    platforms.graph      their shared transport ``MetaGraph`` (httpx + tenacity), ``RetryPolicy``
+    platforms.metacodes  Meta's error codes and subcodes -> error classes: the one table
     platforms.usage      Meta's rate-limit usage headers, parsed
     platforms.bluesky    the Bluesky adapter: the only module that imports ``atproto``
     platforms.richtext   Bluesky facets (links, mentions, hashtags) and the grapheme count

@@ -1,13 +1,12 @@
-"""The Meta Graph API: Instagram (Instagram Login or Facebook Login), Threads and Facebook.
+"""The Meta Graph API clients: Instagram (Instagram Login or Facebook Login), Threads, Facebook.
 
-    MetaGraph     the transport every client shares: one ``httpx.Client``, the token in the
-                  ``Authorization`` header (or a form body), never in a URL; Meta's refusals
-                  classified once (``platforms.metacodes``); reads retried with tenacity
     Instagram     verify, refresh (Instagram Login), containers, publish, permalink, recent media
     Threads       verify, refresh, containers, publish, permalink, recent threads
     Facebook      verify, and the long-lived token exchange (``fb_exchange_token``)
 
-Construct one per credential, with the process's client (``ctx.http``)::
+Each is a ``platforms.graph.MetaGraph`` (the shared transport: token in a header, never a URL;
+refusals classified once; reads retried, **calls that create something never**). Construct one
+per credential, with the process's client (``ctx.http``)::
 
     ig = Instagram(ctx.http, secret["accessToken"])                              # graph.instagram.com
     ig = Instagram(ctx.http, token, base_url=FACEBOOK_LOGIN, version="v21.0")    # Facebook Login
@@ -15,46 +14,23 @@ Construct one per credential, with the process's client (``ctx.http``)::
     fb = Facebook(ctx.http, token, version="v21.0")
 
 ``version`` is the path prefix ("v21.0"; "" for none, which Instagram Login and Threads accept
-too). Calls that read are retried on ``Transient`` errors (not on ``RateLimited``), with
-exponential waits, within ``RetryPolicy.attempts``. **Calls that create something remote are
-never retried** (container creation, ``media_publish``, ``threads_publish``): any failure is
-raised as is, and a caller must treat a ``Transient`` one as ambiguous (read back, never call
-again blindly). ``usage`` holds the rate-limit usage headers of the last answer.
+too). Every method's docstring names the endpoint it calls.
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 from urllib.parse import quote
 
-import httpx
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from .errors import Answer, Failed
+from .graph import FACEBOOK_LOGIN, INSTAGRAM_LOGIN, THREADS, MetaGraph, RetryPolicy, json_object, json_str
 
-from . import metacodes
-from .errors import PLATFORM_NAMES, Answer, Failed, PlatformError, RateLimited, Transient
-from .transport import transport_error
-from .usage import Usage
-
-log = logging.getLogger(__name__)
-
-INSTAGRAM_LOGIN = "https://graph.instagram.com"
-FACEBOOK_LOGIN = "https://graph.facebook.com"
-THREADS = "https://graph.threads.net"
-MAX_MESSAGE = 300  # characters of Meta's message kept in a reason
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How reads are retried on transient errors. ``sleep`` is injectable so tests never sleep."""
-
-    attempts: int = 3  # in all, the first call included
-    wait: float = 0.5  # seconds before the first retry, doubled each time
-    max_wait: float = 30.0
-    sleep: Callable[[float], None] = time.sleep
+__all__ = [
+    "FACEBOOK_LOGIN", "INSTAGRAM_LOGIN", "THREADS", "ContainerStatus", "Facebook", "Instagram", "Media", "MediaPage",
+    "MetaGraph", "Profile", "PublishingLimit", "RetryPolicy", "Threads", "Token",
+]
 
 
 @dataclass(frozen=True)
@@ -73,9 +49,6 @@ class Token:
     access_token: str = field(repr=False)
     expires_in: int | None  # seconds
     token_type: str | None = None
-
-
-ContainerState = Literal["EXPIRED", "ERROR", "FINISHED", "IN_PROGRESS", "PUBLISHED"]
 
 
 @dataclass(frozen=True)
@@ -142,120 +115,13 @@ def _segment(value: str) -> str:
     return quote(str(value), safe="")
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+class _Client(MetaGraph):
+    """What the Meta clients share: reading a profile, a token, a status, a limit, a listing."""
 
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else (str(value) if isinstance(value, int) and not isinstance(value, bool) else None)
-
-
-class MetaGraph:
-    """The Graph API transport for one token on one host (see the module docstring)."""
-
-    platform: ClassVar[str] = "facebook"
-    default_base_url: ClassVar[str] = FACEBOOK_LOGIN
-
-    def __init__(self, http: httpx.Client, token: str, *, base_url: str | None = None, version: str = "",
-                 retry: RetryPolicy | None = None, clock: Callable[[], float] = time.time,
-                 timeout: float | None = None) -> None:
-        self._http = http
-        self._token = token
-        self.base_url = (base_url or self.default_base_url).rstrip("/")
-        self.version = version.strip("/")
-        self.retry = retry or RetryPolicy()
-        self._clock = clock  # seconds since the epoch: for a rate limit's reset time
-        self._timeout = timeout
-        self.usage = Usage()  # the last answer's usage headers
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.base_url}{'/' + self.version if self.version else ''}>"
-
-    @property
-    def name(self) -> str:
-        """The platform's name for people ("Instagram")."""
-        return PLATFORM_NAMES[self.platform]
-
-    def _url(self, path: str) -> str:
-        return f"{self.base_url}/{self.version + '/' if self.version else ''}{path.lstrip('/')}"
-
-    # ---- the one seam ---------------------------------------------------------------------
-    def get(self, path: str, params: Mapping[str, str] | None = None, *, what: str) -> dict[str, Any]:
-        """``GET`` a path (retried on transient errors); the answer's JSON object."""
-        return self._call("GET", path, what, params=dict(params or {}), creates=False)
-
-    def post(self, path: str, form: Mapping[str, str] | None = None, *, what: str, creates: bool,
-             auth: bool = True, secrets: tuple[str, ...] = ()) -> dict[str, Any]:
-        """``POST`` a form. ``creates=True`` (the call makes something remote): never retried.
-        ``auth=False``: no ``Authorization`` header (the form carries the credentials, listed in
-        ``secrets`` so that no reason shows them)."""
-        return self._call("POST", path, what, data=dict(form or {}), creates=creates, auth=auth, secrets=secrets)
-
-    def _call(self, method: str, path: str, what: str, *, creates: bool, auth: bool = True,
-              params: dict[str, str] | None = None, data: dict[str, str] | None = None,
-              secrets: tuple[str, ...] = ()) -> dict[str, Any]:
-        what = f"{self.name} {what}"
-        retrying = Retrying(
-            retry=retry_if_exception(lambda e: isinstance(e, Transient) and not isinstance(e, RateLimited)),
-            stop=stop_after_attempt(1 if creates else max(self.retry.attempts, 1)),
-            wait=wait_exponential(multiplier=self.retry.wait, max=self.retry.max_wait),
-            sleep=self.retry.sleep, reraise=True,
-        )
-        for attempt in retrying:
-            with attempt:
-                return self._once(method, path, what, auth=auth, params=params, data=data, secrets=(self._token, *secrets))
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _once(self, method: str, path: str, what: str, *, auth: bool, params: dict[str, str] | None,
-              data: dict[str, str] | None, secrets: tuple[str, ...]) -> dict[str, Any]:
-        headers = {"Authorization": f"Bearer {self._token}"} if auth else {}
-        extra: dict[str, Any] = {} if self._timeout is None else {"timeout": self._timeout}
-        try:
-            response = self._http.request(method, self._url(path), params=params or None, data=data or None,
-                                          headers=headers, **extra)
-        except httpx.TransportError as exc:
-            raise transport_error(exc, what, self.platform) from exc
-        self.usage = Usage.from_headers(response.headers)
-        log.debug("%s %s %s -> %s", self.platform, method, path, response.status_code,
-                  extra={"platform": self.platform, "status": response.status_code})
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if response.status_code < 400 and isinstance(body, dict) and "error" not in body:
-            return body
-        raise self._refusal(response, body, what, secrets)
-
-    def _refusal(self, response: httpx.Response, body: Any, what: str, secrets: tuple[str, ...]) -> PlatformError:
-        """The platform error for a refusal (or an answer that is not a JSON object)."""
-        status = response.status_code
-        error = body.get("error") if isinstance(body, dict) else None
-        if not isinstance(error, dict):
-            if status < 400:
-                return Failed(f"{what}: {self.name} answered HTTP {status} with something that is not a JSON object; "
-                              f"{Failed.advice}", Answer(self.platform, http_status=status))
-            error = {}
-        code, subcode = metacodes.codes(error)
-        message = str(error.get("message") or "")
-        user_msg = error.get("error_user_msg")
-        if isinstance(user_msg, str) and user_msg and user_msg not in message:
-            message = f"{message} ({user_msg})" if message else user_msg
-        answer = Answer(self.platform, http_status=status, error_code=code, error_subcode=subcode,
-                        fbtrace_id=_str(error.get("fbtrace_id")), message=message[:MAX_MESSAGE])
-        found = metacodes.meaning(status, error)
-        reason = found.kind.describe(what, answer)
-        if found.kind is RateLimited:
-            minutes = self.usage.regain_access_minutes
-            reset_at = int((self._clock() + minutes * 60) * 1000) if minutes is not None else None
-            return RateLimited(reason, answer, reset_at=reset_at, blocked=found.blocked or self.usage.blocked,
-                               secrets=secrets)
-        return found.kind(reason, answer, secrets=secrets)
-
-    # ---- shared reads ---------------------------------------------------------------------
     def _profile(self, fields: str | None) -> Profile:
         body = self.get("me", {"fields": fields} if fields else None, what="verify the token (/me)")
-        ident = _str(body.get("user_id")) or _str(body.get("id")) or ""
-        return Profile(id=ident, username=_str(body.get("username")) or _str(body.get("name")), raw=body)
+        ident = json_str(body.get("user_id")) or json_str(body.get("id")) or ""
+        return Profile(id=ident, username=json_str(body.get("username")) or json_str(body.get("name")), raw=body)
 
     def _token_answer(self, body: Mapping[str, Any], what: str) -> Token:
         token = body.get("access_token")
@@ -263,19 +129,19 @@ class MetaGraph:
             raise Failed(f"{self.name} {what}: the answer has no access_token; {Failed.advice}", Answer(self.platform))
         expires = body.get("expires_in")
         return Token(access_token=token, expires_in=int(expires) if isinstance(expires, (int, float)) else None,
-                     token_type=_str(body.get("token_type")))
+                     token_type=json_str(body.get("token_type")))
 
     def _status(self, container_id: str, status_field: str, detail_field: str) -> ContainerStatus:
         body = self.get(_segment(container_id), {"fields": f"{status_field},{detail_field}"},
                         what=f"read the status of container {container_id}")
-        status = _str(body.get(status_field)) or ""
-        return ContainerStatus(id=_str(body.get("id")) or container_id, status=status, detail=_str(body.get(detail_field)))
+        status = json_str(body.get(status_field)) or ""
+        return ContainerStatus(id=json_str(body.get("id")) or container_id, status=status, detail=json_str(body.get(detail_field)))
 
     def _limit(self, path: str) -> PublishingLimit:
         body = self.get(path, {"fields": "quota_usage,config"}, what="read the publishing limit")
         data = body.get("data")
-        first = _obj(data[0]) if isinstance(data, list) and data else {}
-        config = _obj(first.get("config"))
+        first = json_object(data[0]) if isinstance(data, list) and data else {}
+        config = json_object(first.get("config"))
         usage, total, duration = first.get("quota_usage"), config.get("quota_total"), config.get("quota_duration")
         return PublishingLimit(quota_usage=usage if isinstance(usage, int) else 0,
                                quota_total=total if isinstance(total, int) else None,
@@ -284,30 +150,30 @@ class MetaGraph:
     def permalink(self, media_id: str) -> str | None:
         """The public URL of a published media object (``GET /{media-id}?fields=permalink``)."""
         body = self.get(_segment(media_id), {"fields": "permalink"}, what=f"read the permalink of {media_id}")
-        return _str(body.get("permalink"))
+        return json_str(body.get("permalink"))
 
     def _recent(self, path: str, fields: str, text_field: str, limit: int, after: str | None) -> MediaPage:
         params = {"fields": fields, "limit": str(limit)}
         if after:
             params["after"] = after
         body = self.get(path, params, what="list recent media")
-        items = [Media(id=_str(m.get("id")) or "", permalink=_str(m.get("permalink")), timestamp=_str(m.get("timestamp")),
-                       text=_str(m.get(text_field)))
+        items = [Media(id=json_str(m.get("id")) or "", permalink=json_str(m.get("permalink")), timestamp=json_str(m.get("timestamp")),
+                       text=json_str(m.get(text_field)))
                  for m in body.get("data") or [] if isinstance(m, dict)]
-        paging = _obj(body.get("paging"))
-        cursors = _obj(paging.get("cursors"))
+        paging = json_object(body.get("paging"))
+        cursors = json_object(paging.get("cursors"))
         # paging.next is a full URL carrying the access token: follow the cursor instead
-        after_cursor = _str(cursors.get("after")) if paging.get("next") else None
+        after_cursor = json_str(cursors.get("after")) if paging.get("next") else None
         return MediaPage(items=items, after=after_cursor)
 
     def _id(self, body: Mapping[str, Any], what: str) -> str:
-        ident = _str(body.get("id"))
+        ident = json_str(body.get("id"))
         if not ident:
             raise Failed(f"{self.name} {what}: the answer has no id; {Failed.advice}", Answer(self.platform))
         return ident
 
 
-class Instagram(MetaGraph):
+class Instagram(_Client):
     """Instagram through Instagram Login (``graph.instagram.com``, the default) or Facebook Login
     (``base_url=FACEBOOK_LOGIN``); the IG user id is a parameter of each publishing call."""
 
@@ -369,7 +235,7 @@ class Instagram(MetaGraph):
         return self._recent(f"{_segment(user_id)}/media", "id,permalink,timestamp,caption", "caption", limit, after)
 
 
-class Threads(MetaGraph):
+class Threads(_Client):
     """Threads (``graph.threads.net``); the Threads user id is a parameter of each publishing call."""
 
     platform = "threads"
@@ -430,7 +296,7 @@ class Threads(MetaGraph):
     recent_threads = recent_media
 
 
-class Facebook(MetaGraph):
+class Facebook(_Client):
     """Facebook Login tokens (``graph.facebook.com``): verify, and exchange for a long-lived one."""
 
     platform = "facebook"
