@@ -43,6 +43,7 @@ import httpx
 from atproto_client import Client, models
 from atproto_client.client.session import Session
 from atproto_client.exceptions import AtProtocolError, RateLimitExceededError, RequestErrorBase
+from atproto_client.models.dot_dict import DotDict
 from atproto_client.request import Request, RequestBase
 
 from . import richtext
@@ -135,6 +136,8 @@ def iso_now() -> str:
 
 def _plain(value: Any) -> Any:
     """An SDK model as plain JSON (camelCase keys, as the lexicons name them)."""
+    if isinstance(value, DotDict):  # a record of a collection the SDK has no model for
+        return value.to_dict()
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json", by_alias=True, exclude_none=True)
     if isinstance(value, list):

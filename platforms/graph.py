@@ -45,6 +45,10 @@ class RetryPolicy:
     sleep: Callable[[float], None] = time.sleep
 
 
+def _system_ms() -> int:
+    return int(time.time() * 1000)
+
+
 def json_object(value: Any) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one."""
     return value if isinstance(value, dict) else {}
@@ -62,14 +66,14 @@ class MetaGraph:
     default_base_url: ClassVar[str] = FACEBOOK_LOGIN
 
     def __init__(self, http: httpx.Client, token: str, *, base_url: str | None = None, version: str = "",
-                 retry: RetryPolicy | None = None, clock: Callable[[], float] = time.time,
+                 retry: RetryPolicy | None = None, now_ms: Callable[[], int] = _system_ms,
                  timeout: float | None = None) -> None:
         self._http = http
         self._token = token
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self.version = version.strip("/")
         self.retry = retry or RetryPolicy()
-        self._clock = clock  # seconds since the epoch: for a rate limit's reset time
+        self._now_ms = now_ms  # epoch ms (ctx.now in a tick): for a rate limit's reset time
         self._timeout = timeout
         self.usage = Usage()  # the last answer's usage headers
 
@@ -151,7 +155,7 @@ class MetaGraph:
         reason = found.kind.describe(what, answer)
         if found.kind is RateLimited:
             minutes = self.usage.regain_access_minutes
-            reset_at = int((self._clock() + minutes * 60) * 1000) if minutes is not None else None
+            reset_at = self._now_ms() + int(minutes * 60_000) if minutes is not None else None
             return RateLimited(reason, answer, reset_at=reset_at, blocked=found.blocked or self.usage.blocked,
                                secrets=secrets)
         return found.kind(reason, answer, secrets=secrets)

@@ -255,6 +255,11 @@ def test_update_seen_and_get_posts(bsky, pds):
 
 def test_get_record_and_resolve_handle(bsky, pds):
     assert bsky.get_record(POST, "3kmissing") is None
+    thing = {"$type": "com.example.thing", "name": "a thing", "nested": {"count": 2}}
+    pds.records[("com.example.thing", "self")] = {"uri": f"at://{DID}/com.example.thing/self", "cid": "bafything", "value": thing}
+    assert bsky.get_record("com.example.thing", "self") == {"uri": f"at://{DID}/com.example.thing/self", "cid": "bafything", "value": thing}
+    bsky.post("3kpost", "hello")
+    assert bsky.get_record(POST, "3kpost")["value"]["text"] == "hello"
     assert bsky.resolve_handle("ana.test") == "did:plc:ana" and bsky.resolve_handle("nobody.test") is None
 
 

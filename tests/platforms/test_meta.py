@@ -16,7 +16,7 @@ from platforms.meta import FACEBOOK_LOGIN, Facebook, Instagram, RetryPolicy, Thr
 TOKEN = "IGQVJ-secret-token-1234567890"
 APP_SECRET = "app-secret-abcdef123456"
 IG_USER = "17841400000000001"
-NOW_S = 1_800_000_000.0
+NOW_MS = 1_800_000_000_000
 
 
 def ok(body, **headers):
@@ -295,11 +295,11 @@ def test_a_rate_limit_says_when_it_resets_and_which_limit(http, recorder):
     recorder.serve(httpx.Response(400, headers={"X-Business-Use-Case-Usage": json.dumps(buc)},
                                   json={"error": {"message": "There have been too many calls to this Instagram account.", "code": 80002,
                                                   "type": "OAuthException", "fbtrace_id": "Xyz"}}))
-    ig = Instagram(http, TOKEN, clock=lambda: NOW_S)
+    ig = Instagram(http, TOKEN, now_ms=lambda: NOW_MS)
     with pytest.raises(RateLimited) as caught:
         ig.verify()
     err = caught.value
-    assert err.reset_at == int(NOW_S * 1000) + 15 * 60_000 and err.blocked == "business use case"
+    assert err.reset_at == NOW_MS + 15 * 60_000 and err.blocked == "business use case"
     assert "code 80002" in err.reason and "fbtrace_id Xyz" in err.reason
 
 
