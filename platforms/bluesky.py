@@ -1,0 +1,415 @@
+"""The Bluesky adapter: the only module of skyhub that imports ``atproto``.
+
+    Bluesky(http, pds, session=None)
+        sessions      create_session(identifier, password), refresh_session(refresh_jwt)
+        reads         notifications, walk_notifications, get_posts, get_record, resolve_handle
+        writes        update_seen, upload_blob, create_record / post / reply under a fixed key
+
+**Transport seam**: every request goes through the ``httpx.Client`` given (``ctx.http``): the
+SDK's ``Request`` is subclassed to use it, and closing the adapter never closes it. A test
+passes ``httpx.Client(transport=httpx.MockTransport(handler))`` or mocks it with respx.
+
+**Sessions**: the session comes from the vault, which is the only writer of a rotated session
+(a refresh token is single-use: two writers would log each other out). So the SDK client here
+never refreshes on its own; ``create_session``/``refresh_session`` only *return* a new session
+for the vault to store, and never change the adapter's own.
+
+**Fixed record keys**: ``create_record`` (and ``post``, ``reply``) write under a record key
+the caller fixed on its document before the call. If the record already exists (a retry after
+a crash, or a call whose answer was lost), that record is the result: reading it back is how
+an unfinished write is resolved, never writing again under a new key.
+
+**Errors** are translated here, once: 429 -> ``RateLimited`` (``reset_at`` from
+``ratelimit-reset``); ExpiredToken, InvalidToken, AuthenticationRequired, AccountTakedown,
+AccountDeactivated or 401 -> ``AuthFailure``; 5xx and timeouts -> ``Transient``; a host that
+cannot be reached -> ``NetworkError`` (naming it); 413 -> ``Rejected``; anything else ->
+``Failed``. Passwords and tokens never reach a reason or a repr.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from secrets import randbelow
+from typing import Any, NoReturn, TypedDict, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+from atproto_client import Client, models
+from atproto_client.client.session import Session
+from atproto_client.exceptions import AtProtocolError, RateLimitExceededError, RequestErrorBase
+from atproto_client.models.dot_dict import DotDict
+from atproto_client.request import Request, RequestBase
+
+from . import richtext
+from .errors import Answer, AuthFailure, Failed, PlatformError, RateLimited, Rejected, Transient
+from .transport import transport_error
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+PLATFORM = "bluesky"
+POST = "app.bsky.feed.post"
+AUTH_ERRORS = frozenset({"ExpiredToken", "InvalidToken", "AuthenticationRequired", "AccountTakedown", "AccountDeactivated"})
+MAX_IMAGES = 4  # app.bsky.embed.images
+MAX_MESSAGE = 300
+
+
+class StrongRef(TypedDict):
+    """A record's ``{"uri", "cid"}`` (``com.atproto.repo.strongRef``)."""
+
+    uri: str
+    cid: str
+
+
+class RecordView(TypedDict):
+    """A record as ``com.atproto.repo.getRecord`` returns it."""
+
+    uri: str
+    cid: str
+    value: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BlueskySession:
+    """A session as the vault keeps it; ``expires_at`` is the access token's expiry (epoch ms)."""
+
+    did: str
+    handle: str
+    access_jwt: str = field(repr=False)
+    refresh_jwt: str = field(repr=False)
+    expires_at: int | None = None
+
+    def as_dict(self) -> dict[str, str]:
+        """``{"accessJwt", "refreshJwt", "did", "handle"}``: what ``Bluesky(..., session=)`` takes."""
+        return {"accessJwt": self.access_jwt, "refreshJwt": self.refresh_jwt, "did": self.did, "handle": self.handle}
+
+
+@dataclass(frozen=True)
+class Image:
+    """One image of a post: the blob ``upload_blob`` returned, its alt text and its size in pixels
+    (``aspectRatio`` lets clients lay it out before it loads; omitted when unknown)."""
+
+    blob: dict[str, Any]
+    alt: str = ""
+    width: int | None = None
+    height: int | None = None
+
+    def embed(self) -> dict[str, Any]:
+        """This image as an item of ``app.bsky.embed.images``."""
+        item: dict[str, Any] = {"alt": self.alt, "image": self.blob}
+        if self.width and self.height:
+            item["aspectRatio"] = {"width": self.width, "height": self.height}
+        return item
+
+
+def jwt_exp_ms(token: str) -> int | None:
+    """The ``exp`` of a JWT in epoch ms, read without verifying it (only to schedule a refresh)."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        return int(claims["exp"]) * 1000
+    except (IndexError, ValueError, KeyError, TypeError):
+        return None
+
+
+_B32_SORTABLE = "234567abcdefghijklmnopqrstuvwxyz"
+
+
+def new_rkey(now_ms: int) -> str:
+    """A fresh record key in TID form (13 characters of sortable base32: 53 bits of microseconds,
+    the sub-millisecond part random, and 10 random bits of clock id), to fix on a document before
+    the call that creates the record."""
+    value = ((now_ms * 1000 + randbelow(1000)) << 10) | randbelow(1024)
+    return "".join(_B32_SORTABLE[(value >> shift) & 31] for shift in range(60, -1, -5))
+
+
+def iso_now() -> str:
+    """Now as Bluesky writes timestamps (UTC, milliseconds, "Z")."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _plain(value: Any) -> Any:
+    """An SDK model as plain JSON (camelCase keys, as the lexicons name them)."""
+    if isinstance(value, DotDict):  # a record of a collection the SDK has no model for
+        return value.to_dict()
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class _SharedRequest(Request):  # type: ignore[misc]  # atproto ships no type information
+    """The SDK's request layer over a given ``httpx.Client``, which it never closes."""
+
+    def __init__(self, http: httpx.Client) -> None:
+        RequestBase.__init__(self)  # not Request.__init__: it would open a client of its own
+        self._client_kwargs: dict[str, Any] = {}
+        self._client = http
+
+    def _new_instance(self) -> _SharedRequest:
+        return type(self)(self._client)
+
+    def _send_request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        if isinstance(kwargs.get("data"), (bytes, bytearray)):  # raw bodies (blobs): httpx wants content=
+            kwargs["content"] = kwargs.pop("data")
+        response: httpx.Response = super()._send_request(method, url, **kwargs)
+        return response
+
+    def close(self) -> None:
+        """The client is shared: its owner closes it."""
+
+
+class _VaultClient(Client):  # type: ignore[misc]  # atproto ships no type information
+    """An SDK client that never refreshes the session on its own (the vault does)."""
+
+    def _should_refresh_session(self) -> bool:
+        return False
+
+
+class Bluesky:
+    """One Bluesky account on one PDS, through the given HTTP client (see the module docstring).
+
+    ``session``: ``accessJwt``, ``refreshJwt``, ``did`` and ``handle`` as the vault keeps them
+    (``BlueskySession.as_dict()``); without one, only ``create_session``, ``refresh_session``,
+    ``resolve_handle`` and reads of public records work. ``app.bsky.*`` reads go to the PDS,
+    which proxies them to its AppView.
+    """
+
+    def __init__(self, http: httpx.Client, pds: str, session: Mapping[str, Any] | None = None) -> None:
+        self._http = http
+        self.pds = pds.rstrip("/")
+        self._host = urlsplit(self.pds).hostname or self.pds
+        self._client = self._sdk()
+        self.did: str = ""
+        self.handle: str = ""
+        self._secrets: tuple[str, ...] = ()
+        if session is not None:
+            self.did, self.handle = str(session["did"]), str(session.get("handle") or "")
+            access, refresh = str(session["accessJwt"]), str(session["refreshJwt"])
+            self._secrets = (access, refresh)
+            encoded = Session(self.handle or self.did, self.did, access, refresh, self.pds).encode()
+            self._call("import the session", lambda: self._client.login(session_string=encoded, fetch_bsky_profile=False))
+
+    def _sdk(self) -> Any:
+        return _VaultClient(base_url=self.pds, request=_SharedRequest(self._http))
+
+    def __repr__(self) -> str:
+        return f"<Bluesky {self.handle or self.did or 'no session'} on {self.pds}>"
+
+    # ---- the one seam ---------------------------------------------------------------------
+    def _call(self, what: str, fn: Callable[[], T], secrets: Sequence[str] = ()) -> T:
+        """Run one SDK call; translate whatever it raises into the platform errors."""
+        what = f"Bluesky {what}"
+        secrets = (*self._secrets, *secrets)
+        try:
+            return fn()
+        except RateLimitExceededError as exc:
+            reset = exc.reset_at
+            answer = self._answer(exc)
+            raise RateLimited(RateLimited.describe(what, answer) + (f" (resets at {reset.isoformat()})" if reset else ""),
+                              answer, reset_at=int(reset.timestamp() * 1000) if reset else None, blocked=exc.policy,
+                              secrets=secrets) from exc
+        except RequestErrorBase as exc:
+            if exc.response is None:
+                self._transport(exc.__cause__, what, exc)
+            answer = self._answer(exc)
+            status, name = answer.http_status or 0, answer.error_code
+            kind: type[PlatformError]
+            if name in AUTH_ERRORS or status == 401:
+                kind = AuthFailure
+            elif status >= 500:
+                kind = Transient
+            elif status == 413:
+                kind = Rejected
+            else:
+                kind = Failed
+            raise kind(kind.describe(what, answer), answer, secrets=secrets) from exc
+        except httpx.TransportError as exc:
+            self._transport(exc, what, exc)
+        except AtProtocolError as exc:
+            raise Failed(f"{what}: the Bluesky client failed ({type(exc).__name__}: {exc}); {Failed.advice}",
+                         Answer(PLATFORM), secrets=secrets) from exc
+
+    def _transport(self, cause: BaseException | None, what: str, exc: Exception) -> NoReturn:
+        if isinstance(cause, httpx.TransportError):
+            raise transport_error(cause, what, PLATFORM, host=self._host) from exc
+        raise Transient(f"{what}: the connection to {self._host} failed ({type(exc).__name__}); {Transient.advice}",
+                        Answer(PLATFORM)) from exc
+
+    @staticmethod
+    def _answer(exc: RequestErrorBase) -> Answer:
+        response = exc.response
+        content = response.content if response is not None else None
+        name = getattr(content, "error", None)
+        message = getattr(content, "message", None) or ""
+        return Answer(PLATFORM, http_status=response.status_code if response is not None else None,
+                      error_code=name if isinstance(name, str) and name else None, message=str(message)[:MAX_MESSAGE])
+
+    def _require_session(self, what: str) -> None:
+        if not self.did:
+            raise AuthFailure(f"Bluesky {what}: there is no session yet; {AuthFailure.advice}", Answer(PLATFORM))
+
+    # ---- sessions (for the vault) ---------------------------------------------------------------
+    def create_session(self, identifier: str, password: str) -> BlueskySession:
+        """A new session from a handle (or email) and an app password (``com.atproto.server.createSession``).
+        Bluesky allows 30 per 5 minutes and 300 per day per account: prefer ``refresh_session``."""
+        data = models.ComAtprotoServerCreateSession.Data(identifier=identifier, password=password)
+        client = self._sdk()  # a client without this adapter's session: createSession sends no token
+        out = self._call("createSession", lambda: client.com.atproto.server.create_session(data, ignore_session_check=True),
+                         secrets=(password,))
+        return self._session(out)
+
+    def refresh_session(self, refresh_jwt: str) -> BlueskySession:
+        """The next session from a refresh token (``com.atproto.server.refreshSession``). The old
+        refresh token stops working: store the new session before anything else uses it."""
+        client = self._sdk()
+        out = self._call("refreshSession", lambda: client.com.atproto.server.refresh_session(
+            headers={"Authorization": f"Bearer {refresh_jwt}"}, ignore_session_check=True), secrets=(refresh_jwt,))
+        return self._session(out)
+
+    def _session(self, out: Any) -> BlueskySession:
+        access, refresh = getattr(out, "access_jwt", None), getattr(out, "refresh_jwt", None)
+        if not isinstance(access, str) or not isinstance(refresh, str) or not access or not refresh:
+            raise Failed(f"Bluesky answered without a session; {Failed.advice}", Answer(PLATFORM))
+        return BlueskySession(did=str(out.did), handle=str(out.handle or ""), access_jwt=access, refresh_jwt=refresh,
+                              expires_at=jwt_exp_ms(access))
+
+    # ---- reads ------------------------------------------------------------------------------
+    def notifications(self, *, reasons: tuple[str, ...] = ("mention",), limit: int = 50,
+                      cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of notifications, newest first, and the cursor of the next
+        (``app.bsky.notification.listNotifications``)."""
+        self._require_session("listNotifications")
+        params: dict[str, Any] = {"limit": limit, "reasons": list(reasons)}
+        if cursor:
+            params["cursor"] = cursor
+        out = self._call("listNotifications", lambda: self._client.app.bsky.notification.list_notifications(params))
+        return [_plain(n) for n in out.notifications], out.cursor
+
+    def walk_notifications(self, *, reasons: tuple[str, ...] = ("mention",), limit: int = 50,
+                           max_pages: int = 20) -> Iterator[dict[str, Any]]:
+        """Newest first, following the cursor (pages can come back short, even empty: keep following)."""
+        cursor = None
+        for _ in range(max_pages):
+            page, cursor = self.notifications(reasons=reasons, limit=limit, cursor=cursor)
+            yield from page
+            if not cursor:
+                return
+
+    def update_seen(self, seen_at: datetime) -> None:
+        """Mark notifications up to ``seen_at`` as seen (``app.bsky.notification.updateSeen``)."""
+        self._require_session("updateSeen")
+        stamp = seen_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        self._call("updateSeen", lambda: self._client.app.bsky.notification.update_seen({"seen_at": stamp}))
+
+    def get_posts(self, uris: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Post views by at-uri (``app.bsky.feed.getPosts``, 25 at a time); missing posts are absent."""
+        found: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(uris), 25):
+            chunk = list(uris[i:i + 25])
+            out = self._call("getPosts", partial(self._client.app.bsky.feed.get_posts, {"uris": chunk}))
+            for post in out.posts:
+                found[post.uri] = _plain(post)
+        return found
+
+    def get_record(self, collection: str, rkey: str, repo: str | None = None) -> RecordView | None:
+        """The record ``collection/rkey`` of ``repo`` (this account by default), or ``None`` if
+        there is none (``com.atproto.repo.getRecord``)."""
+        repo = repo or self.did
+        if not repo:
+            self._require_session("getRecord")
+        params = {"repo": repo, "collection": collection, "rkey": rkey}
+        try:
+            out = self._call("getRecord", lambda: self._client.com.atproto.repo.get_record(params))
+        except Failed as exc:
+            if exc.error_code == "RecordNotFound" or exc.http_status == 404:
+                return None
+            raise
+        return {"uri": str(out.uri), "cid": str(out.cid), "value": _plain(out.value)}
+
+    def resolve_handle(self, handle: str) -> str | None:
+        """The DID of a handle, or ``None`` if it does not resolve (``com.atproto.identity.resolveHandle``)."""
+        try:
+            out = self._call("resolveHandle", lambda: self._client.com.atproto.identity.resolve_handle({"handle": handle}))
+        except Failed:
+            return None
+        return str(out.did)
+
+    # ---- writes -----------------------------------------------------------------------------
+    def upload_blob(self, data: bytes, mime: str) -> dict[str, Any]:
+        """Upload an image (or any blob); its blob reference, as a record embeds it
+        (``{"$type": "blob", "ref": {"$link": cid}, "mimeType", "size"}``). An unreferenced blob
+        is dropped by the PDS after a while, so uploading again is harmless."""
+        self._require_session("uploadBlob")
+        out = self._call("uploadBlob", lambda: self._client.com.atproto.repo.upload_blob(data, headers={"Content-Type": mime}))
+        blob: dict[str, Any] = _plain(out.blob)
+        return blob
+
+    def create_record(self, collection: str, rkey: str, record: Mapping[str, Any]) -> StrongRef:
+        """Write ``record`` under the fixed key ``rkey`` of this account, once.
+
+        If a record is already there, it is the result (nothing is written). If the write
+        fails with anything but an auth failure or a rate limit, the key is read back: a record
+        found there (a lost answer, a racing retry: "already exists") is success too."""
+        self._require_session("createRecord")
+        existing = self.get_record(collection, rkey)
+        if existing is not None:
+            return {"uri": existing["uri"], "cid": existing["cid"]}
+        data = models.ComAtprotoRepoCreateRecord.Data(repo=self.did, collection=collection, rkey=rkey, record=dict(record))
+        try:
+            out = self._call("createRecord", lambda: self._client.com.atproto.repo.create_record(data))
+        except (AuthFailure, RateLimited):
+            raise
+        except PlatformError as exc:
+            try:
+                again = self.get_record(collection, rkey)
+            except PlatformError:
+                raise exc from None
+            if again is None:
+                raise
+            log.info("bluesky: %s/%s already exists; taking it as the result", collection, rkey,
+                     extra={"platform": PLATFORM, "rkey": rkey})
+            return {"uri": again["uri"], "cid": again["cid"]}
+        return {"uri": str(out.uri), "cid": str(out.cid)}
+
+    def post(self, rkey: str, text: str, *, facets: Sequence[Mapping[str, Any]] | None = None,
+             images: Sequence[Image] = (), reply: Mapping[str, Mapping[str, str]] | None = None,
+             langs: Sequence[str] | None = None, created_at: str | None = None) -> StrongRef:
+        """An ``app.bsky.feed.post`` under the fixed key ``rkey`` (see :meth:`create_record`).
+
+        ``facets`` from :func:`platforms.richtext.facets`; ``images`` (at most 4) become an
+        ``app.bsky.embed.images`` with their alt texts and aspect ratios; ``reply`` is
+        ``{"root": strongRef, "parent": strongRef}``. Text over 300 graphemes or more than 4
+        images raise ``Rejected`` without a call."""
+        count = richtext.graphemes(text)
+        if count > richtext.MAX_GRAPHEMES:
+            raise Rejected(f"Bluesky post: the text is {count} graphemes long and Bluesky allows "
+                           f"{richtext.MAX_GRAPHEMES}; {Rejected.advice}", Answer(PLATFORM))
+        if len(images) > MAX_IMAGES:
+            raise Rejected(f"Bluesky post: {len(images)} images, and Bluesky allows {MAX_IMAGES}; {Rejected.advice}",
+                           Answer(PLATFORM))
+        record: dict[str, Any] = {"$type": POST, "text": text, "createdAt": created_at or iso_now()}
+        if facets:
+            record["facets"] = [dict(f) for f in facets]
+        if images:
+            record["embed"] = {"$type": "app.bsky.embed.images", "images": [image.embed() for image in images]}
+        if reply:
+            record["reply"] = {"root": dict(reply["root"]), "parent": dict(reply["parent"])}
+        if langs:
+            record["langs"] = list(langs)
+        return self.create_record(POST, rkey, record)
+
+    def reply(self, rkey: str, text: str, facets: Sequence[Mapping[str, Any]], root: Mapping[str, str],
+              parent: Mapping[str, str], created_at: str) -> StrongRef:
+        """A reply in ``root``'s thread to ``parent``, under the fixed key ``rkey``, once (:meth:`post`)."""
+        return self.post(rkey, text, facets=facets, reply={"root": root, "parent": parent}, created_at=created_at)
+
+    def close(self) -> None:
+        """Nothing to release: the HTTP client is the caller's (kept for the adapter's users)."""
