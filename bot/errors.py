@@ -1,9 +1,9 @@
 """The bot's exceptions.
 
-    BotError              root (a LedgerError: the CLI and API map it like the rest)
-    ├── RateLimited       429: wait until ``reset_at`` (epoch ms); not an attempt
-    ├── SessionInvalid    ExpiredToken / InvalidToken: the vault must refresh or a person re-auth
-    └── BuildError        the codegen command failed, timed out, or printed no result
+    BotError              root (a LedgerError: the CLI and API map it like the rest)   502, exit 1
+    └── BuildError        the codegen command failed, timed out, or printed no result  500, exit 1
+
+Bluesky's own failures are ``platforms.errors`` classes (``RateLimited``, ``AuthFailure``, ...).
 """
 
 from __future__ import annotations
@@ -16,23 +16,6 @@ class BotError(LedgerError):
 
     code = "bot"
     status = 502  # Bluesky or the build failed underneath the bot
-
-
-class RateLimited(BotError):
-    """Bluesky said 429; try again after ``reset_at``."""
-
-    code = "rate_limited"
-    status = 429
-
-    def __init__(self, reason: str, reset_at: int | None) -> None:
-        super().__init__(reason)
-        self.reset_at = reset_at
-
-
-class SessionInvalid(BotError):
-    """The session was refused (ExpiredToken / InvalidToken)."""
-
-    code = "session_invalid"
 
 
 class BuildError(BotError):

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger import Conflict, Context, Ledger, NotFound, TickEvent
+from platforms.bluesky import Bluesky
 
-from .bluesky import Bluesky
 from .guardrails import Guardrails
 from .machine import DB, STATE_DB
 from .session import bluesky

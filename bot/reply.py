@@ -10,7 +10,6 @@ attempt either), and gives up with ``error`` after ``bot.page_wait``.
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -18,25 +17,14 @@ from typing import Any
 import httpx
 
 from ledger import Conflict, Context, Forbidden, Ledger, TickEvent
+from platforms import AuthFailure, PlatformError, RateLimited
+from platforms.bluesky import Bluesky, new_rkey
 
-from .bluesky import Bluesky
-from .errors import BotError, RateLimited, SessionInvalid
 from .machine import DB
 from .session import bluesky
 
 log = logging.getLogger(__name__)
 MAX_TRIES = 3
-_B32 = "234567abcdefghijklmnopqrstuvwxyz"
-
-
-def new_rkey(now_ms: int) -> str:
-    """A TID: 53 bits of microseconds and 10 bits of clock id, in sortable base32."""
-    value = ((now_ms * 1000 + random.randrange(1000)) << 10) | random.randrange(1024)
-    out = ""
-    for _ in range(13):
-        out = _B32[value & 31] + out
-        value >>= 5
-    return out
 
 
 def reply_text(template: str, url: str) -> tuple[str, list[dict[str, Any]]]:
@@ -144,10 +132,10 @@ class Replier:
         except RateLimited as exc:  # wait for the reset; not an attempt
             self._update(doc, waitUntil=exc.reset_at or self.now() + 60_000, lastError=exc.reason)
             return "rate-limited"
-        except SessionInvalid as exc:
+        except AuthFailure as exc:  # the vault's session was refused: hold (not an attempt) until it has a fresh one
             self._update(doc, held={"credential": "bluesky", "reason": exc.reason, "since": self.now()})
             return "held"
-        except BotError as exc:
+        except PlatformError as exc:
             tries = int(doc.get("replyTries") or 0) + 1
             if tries >= MAX_TRIES:
                 return self._move(doc, "error", lastError=exc.reason, replyTries=tries)

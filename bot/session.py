@@ -4,9 +4,8 @@ session (a refresh token is single-use), so the bot only ever reads it."""
 from __future__ import annotations
 
 from ledger import Context, NotFound
+from platforms.bluesky import Bluesky
 from vault import NeedsReauth
-
-from .bluesky import Bluesky
 
 
 def credential(ctx: Context) -> str:
@@ -26,4 +25,4 @@ def bluesky(ctx: Context) -> Bluesky:
     session = ctx.vault.reveal(cred).get("session")
     if not session:
         raise NeedsReauth(f"{cred} has no session yet: the vault tick makes one after the paste is verified (`skyhub tick vault`)")
-    return Bluesky(session.get("pds") or ctx.platforms.bluesky_pds, session)
+    return Bluesky(ctx.http, session.get("pds") or ctx.platforms.bluesky_pds, session)

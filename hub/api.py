@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ledger import Change, Forbidden, Invalid, Ledger, LedgerError, TooLarge
 from ledger.document import MAX_DOC_BYTES
 from vault import DB as VAULT_DB
-from vault import NoMasterKey, Vault
+from vault import NoMasterKey, Vault, credential_id
 from vault.keys import ALTERNATIVES
 from vault.rotation import verify as verify_now
 
@@ -308,6 +308,7 @@ def create_api(app: App) -> FastAPI:
         verify: bool = Query(False, description="Check the secret with the platform now instead of at the next vault tick"),
         who: Principal = Depends(principal),
     ) -> dict[str, Any]:
+        credential_id(platform, account)  # a bad platform or account is the client's mistake, whatever the hub lacks
         if app.vault_key_problem():
             raise NoMasterKey(f"the hub has no vault master key, so it cannot seal this secret: on the hub, {ALTERNATIVES}")
         meta = vault_for(who).put(platform, account, body.secret.get_secret_value() if isinstance(body.secret, SecretStr) else body.secret)

@@ -84,10 +84,14 @@ class BlueskySession:
     access_jwt: str = field(repr=False)
     refresh_jwt: str = field(repr=False)
     expires_at: int | None = None
+    pds: str | None = None  # the PDS the account's DID document names (absent: the host logged in at)
 
     def as_dict(self) -> dict[str, str]:
-        """``{"accessJwt", "refreshJwt", "did", "handle"}``: what ``Bluesky(..., session=)`` takes."""
-        return {"accessJwt": self.access_jwt, "refreshJwt": self.refresh_jwt, "did": self.did, "handle": self.handle}
+        """``{"accessJwt", "refreshJwt", "did", "handle"[, "pds"]}``: what ``Bluesky(..., session=)`` takes."""
+        out = {"accessJwt": self.access_jwt, "refreshJwt": self.refresh_jwt, "did": self.did, "handle": self.handle}
+        if self.pds:
+            out["pds"] = self.pds
+        return out
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,18 @@ class Image:
         if self.width and self.height:
             item["aspectRatio"] = {"width": self.width, "height": self.height}
         return item
+
+
+def pds_of(did_doc: Any) -> str | None:
+    """The ``#atproto_pds`` service endpoint a DID document names, if any."""
+    if not isinstance(did_doc, Mapping):
+        return None
+    for service in did_doc.get("service") or []:
+        if isinstance(service, Mapping) and str(service.get("id", "")).endswith("#atproto_pds"):
+            endpoint = service.get("serviceEndpoint")
+            if isinstance(endpoint, str) and endpoint.startswith(("https://", "http://")):
+                return endpoint.rstrip("/")
+    return None
 
 
 def jwt_exp_ms(token: str) -> int | None:
@@ -279,7 +295,7 @@ class Bluesky:
         if not isinstance(access, str) or not isinstance(refresh, str) or not access or not refresh:
             raise Failed(f"Bluesky answered without a session; {Failed.advice}", Answer(PLATFORM))
         return BlueskySession(did=str(out.did), handle=str(out.handle or ""), access_jwt=access, refresh_jwt=refresh,
-                              expires_at=jwt_exp_ms(access))
+                              expires_at=jwt_exp_ms(access), pds=pds_of(_plain(getattr(out, "did_doc", None))))
 
     # ---- reads ------------------------------------------------------------------------------
     def notifications(self, *, reasons: tuple[str, ...] = ("mention",), limit: int = 50,

@@ -1,7 +1,7 @@
 """The write-only vault: sealed credentials, their rotation, and egress probes.
 
-Imports the ledger (and the platforms), nothing else of skyhub. What calls out to the
-platforms (``Maintainer``, ``Platforms``, ``Prober``) is loaded on first use, so importing the
+Imports the ledger and the platforms, nothing else of skyhub. What calls out to the
+platforms (``Maintainer``, ``Checks``, ``Prober``) is loaded on first use, so importing the
 vault to read or write credentials does not load an HTTP stack."""
 
 from __future__ import annotations
@@ -15,14 +15,13 @@ from .hold import hold, release
 from .keys import KeyLoader, MasterKey, init_key, load_master_key, new_key_text, parse_key
 
 _LAZY = {
-    "AuthFailure": "vault.platforms", "Endpoints": "vault.platforms", "Failed": "vault.platforms",
-    "Platforms": "vault.platforms", "Transient": "vault.platforms", "Prober": "vault.probe", "default_lanes": "vault.probe",
+    "Checks": "vault.checks", "Endpoints": "vault.checks", "Prober": "vault.probe", "default_lanes": "vault.probe",
     "Maintainer": "vault.rotation", "Policy": "vault.rotation",
 }
 
 __all__ = [
-    "CREDENTIALS", "DB", "PLATFORMS", "AuthFailure", "Endpoints", "Failed", "KeyLoader", "Maintainer", "MasterKey",
-    "NeedsReauth", "NoMasterKey", "NotRevealable", "Platforms", "Policy", "Prober", "Transient", "Vault", "VaultError",
+    "CREDENTIALS", "DB", "PLATFORMS", "Checks", "Endpoints", "KeyLoader", "Maintainer", "MasterKey",
+    "NeedsReauth", "NoMasterKey", "NotRevealable", "Policy", "Prober", "Vault", "VaultError",
     "WrongMasterKey", "credential_id", "default_lanes", "hold", "init_key", "load_master_key", "new_key_text",
     "parse_key", "public", "release",
 ]

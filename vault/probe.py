@@ -19,9 +19,10 @@ DB = "probes"
 
 
 def default_lanes(endpoints: Any) -> dict[str, str]:
+    """A lane per platform at the given endpoints (``vault.checks.Endpoints``)."""
     return {
         "bluesky-pds": f"{endpoints.bluesky_pds}/xrpc/_health",
-        "graph-api": f"{endpoints.graph}/",
+        "graph-api": f"{endpoints.facebook}/",
         "threads": f"{endpoints.threads}/",
     }
 

@@ -11,15 +11,21 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger import Conflict, Context, Forbidden, Ledger, NotFound, TickEvent
+from platforms import AuthFailure, NetworkError, PlatformError
+from platforms.errors import scrub
+from platforms.graph import RetryPolicy
 
+from .checks import Checks, Endpoints
 from .credentials import DB, Vault, new_claim, public
 from .errors import WrongMasterKey
 from .keys import MasterKey
-from .platforms import AuthFailure, Endpoints, Failed, NetworkError, PlatformError, Platforms, Transient, jwt_exp_ms, scrub
 from .seal import fingerprint, seal, unseal
+
+if TYPE_CHECKING:
+    from platforms.bluesky import BlueskySession
 
 log = logging.getLogger(__name__)
 DAY_MS = 86_400_000
@@ -28,6 +34,8 @@ HOUR_MS = 3_600_000
 
 @dataclass
 class Policy:
+    """When to refresh what, and how many Bluesky createSession fallbacks a day may spend."""
+
     refresh_after_ms: int = 7 * DAY_MS         # Meta long-lived tokens older than this are refreshed
     min_age_ms: int = DAY_MS                  # ... but never before they are a day old
     bluesky_refresh_before_ms: int = 15 * 60_000
@@ -35,11 +43,22 @@ class Policy:
     lease_ms: int = 120_000
 
 
+class _Spent(Exception):
+    """A createSession attempt that reached the PDS failed: it still spent one of the day's."""
+
+    def __init__(self, error: PlatformError, budget: dict[str, Any]) -> None:
+        super().__init__(error.reason)
+        self.error = error
+        self.budget = budget
+
+
 class Maintainer:
-    def __init__(self, db: Ledger, key: Any, platforms: Platforms, policy: Policy | None = None) -> None:
+    """The vault tick's work on each credential (see the module docstring)."""
+
+    def __init__(self, db: Ledger, key: Any, checks: Checks, policy: Policy | None = None) -> None:
         self.db = db  # bound to tick:vault
         self._key = key
-        self.platforms = platforms
+        self.checks = checks
         self.policy = policy or Policy()
 
     @property
@@ -53,7 +72,7 @@ class Maintainer:
         """The maintainer a ``tick:vault`` context describes: its ledger, the vault's key,
         the platforms at ``ctx.platforms`` over ``ctx.http``, the policy in ``ctx.settings``."""
         vault = vault_of(ctx)
-        return cls(ctx.db, lambda: vault.key, platforms_for(ctx), policy_for(ctx.settings))
+        return cls(ctx.db, lambda: vault.key, checks_for(ctx), policy_for(ctx.settings))
 
     def now(self) -> int:
         return self.db.now()
@@ -96,18 +115,23 @@ class Maintainer:
             return None  # someone else is on it, or a paste just came in
         body = {k: v for k, v in held.items() if not k.startswith("_")}
         secret: dict[str, Any] = {}
+        failed: PlatformError | None = None
+        extra: dict[str, Any] = {}
         try:
             secret = unseal(key, cred_id, int(doc["version"]), doc["sealed"])
             updates = self._verify(doc, secret) if action == "verify" else self._refresh(doc, secret)
         except WrongMasterKey as exc:
             return self._finish(held, body, "unverified" if action == "verify" else "ok", lastError=exc.reason)
-        except AuthFailure as exc:
-            extra = {"createSessions": exc.budget} if hasattr(exc, "budget") else {}
-            return self._finish(held, body, "needs-reauth", needsReauth=True, lastError=scrub(exc.reason, secret), **extra)
-        except (Transient, Failed) as exc:
-            status = "unverified" if action == "verify" else "ok"
-            extra = {"createSessions": exc.budget} if hasattr(exc, "budget") else {}
-            return self._finish(held, body, status, lastError=scrub(exc.reason, secret), outcome="error", **extra)
+        except _Spent as spent:
+            failed, extra = spent.error, {"createSessions": spent.budget}
+        except PlatformError as exc:
+            failed = exc
+        if failed is not None:
+            reason = scrub(failed.reason, _strings(secret))
+            if isinstance(failed, AuthFailure):
+                return self._finish(held, body, "needs-reauth", needsReauth=True, lastError=reason, **extra)
+            status = "unverified" if action == "verify" else "ok"  # transient or other: the next tick tries again
+            return self._finish(held, body, status, lastError=reason, outcome="error", **extra)
         new_secret = updates.pop("secret", None)
         if new_secret is not None:
             version = int(body["version"]) + 1
@@ -135,9 +159,7 @@ class Maintainer:
         platform = doc["platform"]
         if platform == "bluesky":
             return {**self._create_session(doc, secret), "verifiedAt": now}
-        check = {"instagram": self.platforms.verify_instagram, "threads": self.platforms.verify_threads,
-                 "facebook": self.platforms.verify_facebook}[platform]
-        check(secret)
+        self.checks.verify(platform, secret)
         return {"verifiedAt": now}
 
     def _refresh(self, doc: dict[str, Any], secret: dict[str, Any]) -> dict[str, Any]:
@@ -147,22 +169,16 @@ class Maintainer:
             if not secret.get("session"):
                 return self._create_session(doc, secret)
             try:
-                session = self.platforms.bluesky_refresh_session(secret)
+                session = self.checks.refresh_session(secret["session"])
             except AuthFailure as exc:
-                log.info("vault: %s refresh refused (%s); falling back to createSession", doc["_id"], scrub(exc.reason, secret))
+                log.info("vault: %s refresh refused (%s); falling back to createSession", doc["_id"], scrub(exc.reason, _strings(secret)))
                 return self._create_session(doc, secret)
             return self._session_updates(secret, session, now)
-        call = {"instagram": self.platforms.refresh_instagram, "threads": self.platforms.refresh_threads,
-                "facebook": self.platforms.refresh_facebook}[platform]
-        answer = call(secret)
-        token = answer.get("access_token")
-        if not isinstance(token, str) or not token:
-            raise Failed(f"{platform} refresh answered without an access_token")
-        expires_in = answer.get("expires_in")
+        token = self.checks.refresh(platform, secret)
         return {
-            "secret": {**secret, "accessToken": token},
+            "secret": {**secret, "accessToken": token.access_token},
             "refreshedAt": now,
-            "expiresAt": now + int(expires_in) * 1000 if isinstance(expires_in, (int, float)) else None,
+            "expiresAt": now + int(token.expires_in) * 1000 if token.expires_in is not None else None,
         }
 
     def _create_session(self, doc: dict[str, Any], secret: dict[str, Any]) -> dict[str, Any]:
@@ -172,29 +188,38 @@ class Maintainer:
         count = int(used.get("count", 0)) if used.get("day") == today else 0
         if count >= self.policy.create_session_budget:
             raise AuthFailure(
-                f"the session cannot be refreshed and today's createSession budget ({self.policy.create_session_budget}) is used up"
+                f"Bluesky: the session cannot be refreshed and today's createSession budget "
+                f"({self.policy.create_session_budget}) is used up; paste the app password again tomorrow, or now to retry"
             )
         budget = {"day": today, "count": count + 1}
         try:
-            session = self.platforms.bluesky_create_session(doc["account"], secret)
+            session = self.checks.create_session(doc["account"], str(secret.get("appPassword", "")))
         except NetworkError:
             raise  # the PDS never saw the attempt: it spends none of the day's budget
         except PlatformError as exc:
-            exc.budget = budget  # type: ignore[attr-defined]
-            raise
+            raise _Spent(exc, budget) from exc
         return {**self._session_updates(secret, session, now), "createSessions": budget}
 
-    def _session_updates(self, secret: dict[str, Any], session: dict[str, Any], now: int) -> dict[str, Any]:
-        if not session.get("accessJwt") or not session.get("refreshJwt"):
-            raise Failed("Bluesky answered without a session")
-        keep: dict[str, Any] = {k: session[k] for k in ("accessJwt", "refreshJwt", "did", "handle") if k in session}
-        # the PDS the account lives on: its DID document says; the login host otherwise
-        keep["pds"] = _pds_of(session.get("didDoc")) or (secret.get("session") or {}).get("pds") or self.platforms.endpoints.bluesky_pds
+    def _session_updates(self, secret: dict[str, Any], session: BlueskySession, now: int) -> dict[str, Any]:
+        keep = session.as_dict()
+        # the PDS the account lives on: its DID document says; else the one the session had, else the login host
+        keep["pds"] = session.pds or (secret.get("session") or {}).get("pds") or self.checks.endpoints.bluesky_pds
         return {
             "secret": {**secret, "session": keep},
             "refreshedAt": now,
-            "expiresAt": jwt_exp_ms(session["accessJwt"]) or now + 2 * HOUR_MS,
+            "expiresAt": session.expires_at or now + 2 * HOUR_MS,
         }
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a secret (to scrub from a message before it is stored or logged)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 # ---- the vault tick, and "verify now" ------------------------------------------------------
@@ -214,14 +239,13 @@ def policy_for(section: Any) -> Policy:
     )
 
 
-def platforms_for(ctx: Context) -> Platforms:
+def checks_for(ctx: Context) -> Checks:
     """The platform calls at the hosts ``ctx.platforms`` names, through ``ctx.http``."""
     p = ctx.platforms
-    endpoints = Endpoints(
-        bluesky_pds=p.bluesky_pds, instagram=p.instagram_url, threads=p.threads_url,
-        graph=f"{p.facebook_url.rstrip('/')}/{p.graph_version}".rstrip("/"),
-    )
-    return Platforms(endpoints, client=ctx.http, attempts=ctx.settings.retries, wait=ctx.settings.retry_wait)
+    endpoints = Endpoints(bluesky_pds=p.bluesky_pds, instagram=p.instagram_url, threads=p.threads_url,
+                          facebook=p.facebook_url, graph_version=p.graph_version)
+    retry = RetryPolicy(attempts=ctx.settings.retries, wait=ctx.settings.retry_wait)
+    return Checks(ctx.http, endpoints, retry=retry, now_ms=ctx.now)
 
 
 def maintain(event: TickEvent, ctx: Context) -> dict[str, int]:
@@ -239,14 +263,3 @@ def verify(ctx: Context, cred_id: str) -> dict[str, Any]:
     Maintainer.from_context(ctx).maintain(doc)
     return public(ctx.db.get(DB, cred_id))
 
-
-def _pds_of(did_doc: Any) -> str | None:
-    """The ``#atproto_pds`` service endpoint of a DID document, if it names one."""
-    if not isinstance(did_doc, dict):
-        return None
-    for service in did_doc.get("service") or []:
-        if isinstance(service, dict) and str(service.get("id", "")).endswith("#atproto_pds"):
-            endpoint = service.get("serviceEndpoint")
-            if isinstance(endpoint, str) and endpoint.startswith(("https://", "http://")):
-                return endpoint.rstrip("/")
-    return None

@@ -12,15 +12,15 @@ import httpx
 import pytest
 import respx
 
-from bot.bluesky import Bluesky
 from bot.build import Builder, BuildSettings
-from bot.errors import BotError, RateLimited, SessionInvalid
 from bot.guardrails import Guardrails
 from bot.ingest import Ingester, mention_id
 from bot.reply import Replier
 from hub.app import build_rules
 from ledger import FakeClock, Ledger, open_store
 from ledger.lease import Sweeper
+from platforms import AuthFailure, NetworkError, RateLimited, Transient
+from platforms.bluesky import Bluesky
 
 PDS = "https://pds.test"
 BOT = "did:plc:skybot"
@@ -69,8 +69,10 @@ def env(tmp_path):
 
     e = Env()
     e.store, e.clock, e.rules, e.tmp = store, clock, rules, tmp_path
-    e.bsky = lambda: Bluesky(PDS, SESSION)
+    e.http = httpx.Client()  # the transport seam; respx mocks it in these tests
+    e.bsky = lambda: Bluesky(e.http, PDS, SESSION)
     yield e
+    e.http.close()
     store.close()
 
 
@@ -219,13 +221,13 @@ def test_sdk_errors_are_translated(env):
     assert err.value.reset_at == (NOW // 1000 + 300) * 1000
     for name in ("ExpiredToken", "InvalidToken"):
         route.mock(return_value=httpx.Response(400, json={"error": name, "message": "Token has expired"}))
-        with pytest.raises(SessionInvalid, match=name):
+        with pytest.raises(AuthFailure, match=name):
             ingester(env).run()
     route.mock(return_value=httpx.Response(500, json={"error": "InternalServerError"}))
-    with pytest.raises(BotError, match="500"):
+    with pytest.raises(Transient, match="500"):
         ingester(env).run()
     route.mock(side_effect=httpx.ConnectError("refused"))
-    with pytest.raises(BotError, match="cannot reach Bluesky"):
+    with pytest.raises(NetworkError, match="cannot reach pds.test"):
         ingester(env).run()
 
 

@@ -11,7 +11,7 @@ from hub.products import products
 from ledger.errors import EXIT_CONFLICT, EXIT_FORBIDDEN, EXIT_NOT_FOUND, EXIT_USAGE, LedgerError, error_class, error_classes
 
 # every package that raises on purpose; loading them puts their classes into the tree
-for module in ("ledger.machine", "vault.errors", "bot.errors", "hub.auth"):
+for module in ("ledger.machine", "vault.errors", "bot.errors", "hub.auth", "platforms.errors", "publishers.errors"):
     importlib.import_module(module)
 products()
 
@@ -35,7 +35,7 @@ def test_every_class_declares_a_code_a_status_and_an_exit_code_of_its_own_meanin
 @pytest.mark.parametrize("code,status,exit_code", [
     ("invalid", 400, 1), ("too_large", 413, 1), ("usage", 400, 2), ("conflict", 409, 3), ("forbidden", 403, 4),
     ("not_found", 404, 5), ("backend", 503, 1), ("unauthorized", 401, 4), ("not_revealable", 403, 4),
-    ("needs_reauth", 409, 1), ("no_master_key", 503, 1), ("invalid_machine", 500, 1), ("rate_limited", 429, 1),
+    ("needs_reauth", 409, 1), ("no_master_key", 503, 1), ("invalid_machine", 500, 1), ("platform_rate_limited", 429, 1), ("platform_auth", 502, 1), ("invalid_post", 422, 2),
 ])
 def test_the_documented_statuses_and_exit_codes(code, status, exit_code):
     cls = error_class(code)

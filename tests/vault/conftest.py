@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from hub.app import build_rules
 from ledger import FakeClock, Ledger, open_store
-from vault import Endpoints, Maintainer, Platforms, Policy, Vault, new_key_text, parse_key
+from platforms.graph import RetryPolicy
+from vault import Checks, Endpoints, Maintainer, Policy, Vault, new_key_text, parse_key
 
 DAY = 86_400_000
 ENDPOINTS = Endpoints(
-    bluesky_pds="https://pds.test", instagram="https://ig.test", threads="https://threads.test", graph="https://graph.test/v21.0",
+    bluesky_pds="https://pds.test", instagram="https://ig.test", threads="https://threads.test", facebook="https://graph.test",
+    graph_version="v21.0",
 )
 
 
@@ -22,7 +25,7 @@ def env(tmp_path, key):
     clock = FakeClock(1_800_000_000_000)
     store = open_store(f"sqlite:///{tmp_path}/vault.db", build_rules(), clock)
     person = Vault(Ledger(store, "user:ana"), key)
-    platforms = Platforms(ENDPOINTS, attempts=3, wait=0)
+    platforms = Checks(httpx.Client(), ENDPOINTS, retry=RetryPolicy(attempts=3, wait=0, sleep=lambda s: None), now_ms=clock.now_ms)
     maintainer = Maintainer(Ledger(store, "tick:vault"), key, platforms, Policy())
 
     class Env:
@@ -31,5 +34,5 @@ def env(tmp_path, key):
     e = Env()
     e.store, e.clock, e.key, e.person, e.maintainer, e.platforms, e.path = store, clock, key, person, maintainer, platforms, tmp_path
     yield e
-    platforms.close()
+    platforms.http.close()
     store.close()

@@ -22,9 +22,10 @@ import respx
 
 from hub.app import build_rules
 from ledger import FakeClock, Ledger, LedgerError, open_store
+from platforms.graph import RetryPolicy
 from tests.hubproc import ROOT, Hub
 from tests.vault.conftest import ENDPOINTS
-from vault import Maintainer, Platforms, Policy, Vault, new_key_text, parse_key
+from vault import Checks, Maintainer, Policy, Vault, new_key_text, parse_key
 
 CANARY = "CANARY-6b1f0c9e-do-not-leak"
 
@@ -78,7 +79,7 @@ def test_in_process_tick_paths_logs_and_exceptions(tmp_path, caplog):
     clock = FakeClock(1_800_000_000_000)
     store = open_store(f"sqlite:///{tmp_path}/vault.db", build_rules(), clock)
     person = Vault(Ledger(store, "user:ana"), key)
-    platforms = Platforms(ENDPOINTS, attempts=2, wait=0)
+    platforms = Checks(httpx.Client(), ENDPOINTS, retry=RetryPolicy(attempts=2, wait=0, sleep=lambda s: None), now_ms=clock.now_ms)
     tick = Maintainer(Ledger(store, "tick:vault"), key, platforms, Policy())
     texts: list[str] = []
     with respx.mock:
@@ -93,7 +94,7 @@ def test_in_process_tick_paths_logs_and_exceptions(tmp_path, caplog):
         respx.get("https://graph.test/v21.0/me").mock(return_value=ok)
         respx.post("https://graph.test/v21.0/oauth/access_token").mock(return_value=ok)
         texts.append(json.dumps(person.put("facebook", "1", json.dumps({"accessToken": CANARY, "appId": "a", "appSecret": CANARY}))))
-        session = httpx.Response(200, json={"accessJwt": "a." + CANARY + ".b", "refreshJwt": CANARY + "-r", "did": "did:plc:x"})
+        session = httpx.Response(200, json={"accessJwt": "a." + CANARY + ".b", "refreshJwt": CANARY + "-r", "did": "did:plc:x", "handle": "bot.test"})
         respx.post("https://pds.test/xrpc/com.atproto.server.createSession").mock(return_value=session)
         respx.post("https://pds.test/xrpc/com.atproto.server.refreshSession").mock(return_value=session)
         texts.append(json.dumps(person.put("bluesky", "bot.test", CANARY)))
@@ -121,7 +122,7 @@ def test_in_process_tick_paths_logs_and_exceptions(tmp_path, caplog):
     texts += [repr(person), repr(key), repr(tick.key), caplog.text]
     texts += [json.dumps([c.as_dict() for c in store.history("vault", cid)]) for cid in ("instagram:1", "bluesky:bot.test")]
     assert_clean(*texts)
-    platforms.close()
+    platforms.http.close()
     store.close()
     assert CANARY.encode() not in db_bytes(tmp_path)
 
