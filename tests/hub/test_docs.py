@@ -52,3 +52,26 @@ def test_every_setting_is_documented():
     assert {"bot.handle", "bot.ingest_every", "bot.reply_every", "platforms.bluesky_pds", "vault.every"} <= {r[0] for r in rows}
     undocumented = [name for name, _, _, meaning in rows if not meaning]
     assert not undocumented, f"settings without a docstring (the README's table needs one): {undocumented}"
+
+
+def test_the_bluesky_pds_is_one_setting_and_the_old_names_say_where_it_went(tmp_path, monkeypatch):
+    from hub.settings import load_settings
+    from ledger import Usage
+
+    monkeypatch.setenv("SKYHUB_PLATFORMS__BLUESKY_PDS", "http://127.0.0.1:2583")
+    assert load_settings().platforms.bluesky_pds == "http://127.0.0.1:2583"
+    for old in ("SKYHUB_BOT__PDS", "SKYHUB_VAULT__BLUESKY_PDS"):
+        monkeypatch.setenv(old, "http://elsewhere")
+        with pytest.raises(Usage, match="is now platforms.bluesky_pds"):
+            load_settings()
+        monkeypatch.delenv(old)
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[bot]\nhandle = "ourbot.test"\n')
+    merged = load_settings(str(mine))
+    assert merged.section("bot").handle == "ourbot.test" and merged.section("bot").reply_template == "Your build is ready: {url}"
+    assert merged.section("bot").page_wait == 1800.0  # a table set in part keeps the other keys' defaults
+
+
+def test_the_database_url_help_shows_a_relative_and_an_absolute_sqlite_path():
+    help_text = main.get_help(click.Context(main, info_name="skyhub"))
+    assert "sqlite:///skyhub.db" in help_text and "sqlite:////var/lib/skyhub/skyhub.db" in help_text
