@@ -7,6 +7,7 @@ processes are noticed through ``PRAGMA data_version``.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -66,13 +67,8 @@ class SQLiteStore(SQLStore):
             raise BackendError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         return conn
 
-    @contextmanager
-    def _op(self) -> Iterator[Any]:
-        conn = self._pool.get()
-        try:
-            yield _Cursor(conn.cursor())
-        finally:
-            self._pool.put(conn)
+    def _op(self) -> _Lease:
+        return _Lease(self._pool)
 
     @contextmanager
     def _tx(self, bookkeeping: bool = False) -> Iterator[Any]:
@@ -196,6 +192,22 @@ class _Cursor:
         return self._cur.lastrowid
 
 
+class _Lease:
+    """A pooled connection's cursor for one operation (a class: cheaper than a generator)."""
+
+    __slots__ = ("_pool", "_conn")
+
+    def __init__(self, pool: _Pool) -> None:
+        self._pool = pool
+
+    def __enter__(self) -> _Cursor:
+        self._conn = self._pool.get()
+        return _Cursor(self._conn.cursor())
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.put(self._conn)
+
+
 def _rollback(conn: sqlite3.Connection) -> bool:
     try:
         conn.execute("ROLLBACK")
@@ -206,7 +218,10 @@ def _rollback(conn: sqlite3.Connection) -> bool:
 
 class _Pool:
     """At most ``size`` connections, each lent to one operation at a time and kept for the
-    next. Threads come and go (uvicorn's, the feed's); the connections stay bounded."""
+    next. Threads come and go (uvicorn's, the feed's); the connections stay bounded.
+
+    Lending an idle connection takes no lock (``deque`` pop and append are atomic): a
+    Condition on that path cost 1.5 us of a 10 us ``get``."""
 
     def __init__(self, connect: Callable[[], sqlite3.Connection], size: int, wait: float) -> None:
         if size < 1:
@@ -214,13 +229,20 @@ class _Pool:
         self._connect = connect
         self.size = size
         self._wait = wait
-        self._idle: list[sqlite3.Connection] = []
+        self._idle: collections.deque[sqlite3.Connection] = collections.deque()
         self._count = 0
+        self._waiting = 0
         self._cond = threading.Condition()
         self._closed = False
 
     def get(self) -> sqlite3.Connection:
-        deadline = None
+        try:
+            return self._idle.pop()
+        except IndexError:
+            return self._get_slow()
+
+    def _get_slow(self) -> sqlite3.Connection:
+        deadline = time.monotonic() + self._wait
         with self._cond:
             while True:
                 if self._closed:
@@ -230,11 +252,14 @@ class _Pool:
                 if self._count < self.size:
                     self._count += 1
                     break
-                deadline = deadline or time.monotonic() + self._wait
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise BackendError(f"no SQLite connection came free within {self._wait:g} s (all {self.size} in use)")
-                self._cond.wait(left)
+                self._waiting += 1
+                try:
+                    self._cond.wait(min(left, 0.05))  # a put may append without the lock: look again soon
+                finally:
+                    self._waiting -= 1
         try:
             return self._connect()
         except BaseException:
@@ -244,29 +269,38 @@ class _Pool:
             raise
 
     def put(self, conn: sqlite3.Connection, broken: bool = False) -> None:
-        with self._cond:
-            keep = not (self._closed or broken or conn.in_transaction)
-            if keep:
-                self._idle.append(conn)
-            else:
+        if broken or self._closed or conn.in_transaction:
+            with self._cond:
                 self._count -= 1
-            self._cond.notify()
-        if not keep:
+                self._cond.notify()
             conn.close()
+            return
+        self._idle.append(conn)
+        if self._waiting:
+            with self._cond:
+                self._cond.notify()
+        if self._closed:  # closed meanwhile: close() may have missed this one
+            self._drain()
 
     def close(self) -> None:
         with self._cond:
             self._closed = True
-            idle, self._idle = self._idle, []
-            self._count -= len(idle)
             self._cond.notify_all()
-        for conn in idle:
+        self._drain()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                conn = self._idle.pop()
+            except IndexError:
+                return
+            with self._cond:
+                self._count -= 1
             conn.close()
 
     @property
     def in_use(self) -> int:
-        with self._cond:
-            return self._count - len(self._idle)
+        return self._count - len(self._idle)
 
 
 def open_sqlite(path: str, rules: Rules | None = None, clock: Clock = SYSTEM, *, pool_size: int = POOL_SIZE) -> SQLiteStore:
