@@ -3,10 +3,12 @@ other field is a bounded scan that says so. Every local backend."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import psycopg
 import pytest
+from psycopg import sql as pgsql
 
 from ledger import Invalid, Machine, NotFound, Rules, open_store
 from ledger.schema import POSTGRES, SQLITE, STATUS_INDEX, index_name, indexed_query, status_query
@@ -40,11 +42,23 @@ def plan(store, sql, args):
             return "\n".join(str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, args))
         finally:
             conn.close()
+    names: list[str] = []
+
+    def number(m):  # %(name)s -> $n, as the server sees the store's prepared statement
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    prepared = re.sub(r"%\((\w+)\)s", number, sql).replace("%%", "%")
     with psycopg.connect(store.url, autocommit=True) as conn:
         conn.execute("ANALYZE docs")
         conn.execute("SET enable_seqscan = off")
-        conn.execute("SET plan_cache_mode = force_generic_plan")
-        return "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, args))
+        conn.execute("SET plan_cache_mode = force_generic_plan")  # what a statement run often gets
+        conn.execute(f"PREPARE page AS {prepared}")
+        values = pgsql.SQL(", ").join(pgsql.Literal(args[n]) for n in names)
+        text = "\n".join(r[0] for r in conn.execute(pgsql.SQL("EXPLAIN EXECUTE page ({})").format(values)))
+        assert "$" in text  # a generic plan: it holds for every value
+        return text
 
 
 def dialect(store):
