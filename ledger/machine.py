@@ -53,6 +53,8 @@ class Edge:
 
 @dataclass
 class Machine:
+    """The state machine of one kind of document in one database (see the module docstring)."""
+
     db: str
     kind_field: str
     kind: str

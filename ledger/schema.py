@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 STATUS_INDEX = "docs_by_status"  # the one index over every database: status, for the machines
 
@@ -164,6 +167,27 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 def migration_statements(migration: Migration, dialect: Dialect) -> list[str]:
     return [dialect.compile(s, status=dialect.index_element("status")) for s in migration.statements]
+
+
+def migrate(cur: Any, dialect: Dialect, q: Queries) -> list[int]:
+    """Apply every migration the database has not had, in the caller's transaction (which
+    holds the schema lock); the versions applied."""
+    cur.execute(q.version_table, {})
+    cur.execute(q.version, {})
+    current = cur.fetchone()[0] or 0
+    applied = []
+    for migration in MIGRATIONS:
+        if migration.version <= current:
+            continue
+        for statement in migration_statements(migration, dialect):
+            cur.execute(statement, {})
+        for step in migration.steps:
+            step(cur, dialect)
+        cur.execute(q.version_set, {"version": migration.version})
+        log.info("%s: migrated to version %d (%s)", dialect.name, migration.version, migration.why,
+                 extra={"version": migration.version})
+        applied.append(migration.version)
+    return applied
 
 
 # ---- field indexes -------------------------------------------------------------------------

@@ -10,7 +10,6 @@ Every operation borrows a connection from a bounded pool for its own duration on
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -36,21 +35,9 @@ from .document import (
     with_meta,
 )
 from .errors import BackendError, Conflict, Invalid, NotFound
+from .indexes import BUILTIN, IndexCatalog
 from .machine import Rules
-from .schema import (
-    MIGRATIONS,
-    STATUS_INDEX,
-    Dialect,
-    Queries,
-    create_index_sql,
-    declared_pairs,
-    drop_index_sql,
-    index_name,
-    indexed_query,
-    migration_statements,
-    scan_query,
-    status_query,
-)
+from .schema import Dialect, Queries, declared_pairs, drop_index_sql, migrate
 from .store import Batch, Change, Doc, FeedPosition, Index, Listener, Page, TickRun
 
 log = logging.getLogger(__name__)
@@ -58,8 +45,6 @@ log = logging.getLogger(__name__)
 MAX_LIMIT = 1000
 TICK_RUNS_KEPT = 200
 SCAN_ROWS = 10_000  # documents a query on a field without an index examines per page
-MAX_INDEXED_BYTES = 1000  # JSON bytes of an indexed field's value (PostgreSQL's B-tree takes ~2.7 kB a row)
-INDEX_CACHE_S = 5.0  # how long this process trusts its list of indexes (others may add or drop one)
 
 
 class Head:
@@ -82,12 +67,7 @@ class SQLStore:
         self.clock = clock
         self._listeners: list[Listener] = []
         self._listeners_lock = threading.Lock()
-        self._indexes: dict[tuple[str, str], Index] = {}
-        self._indexes_read = 0.0
-        self._index_fields: dict[str, tuple[str, ...]] = {}
-        self._page_sql: dict[tuple[str, str], str] = {}
-        self._scan_sql: dict[str, str] = {}
-        self._status_sql = status_query(self.dialect)
+        self.catalog = IndexCatalog(self.dialect, self.q)
 
     # ---- dialect hooks -------------------------------------------------------------
     def _op(self) -> AbstractContextManager[Any]:  # pragma: no cover - abstract
@@ -116,74 +96,34 @@ class SQLStore:
     def _start_wakeups(self) -> None:
         """Begin telling listeners about other processes' commits (if the backend can)."""
 
-    # ---- schema --------------------------------------------------------------------
+    # ---- schema and field indexes --------------------------------------------------
     def _open_schema(self) -> None:
-        """Bring the schema to the current version and create the declared indexes."""
+        """Bring the schema to the current version and make the declared indexes."""
         with self._schema_tx() as cur:
-            cur.execute(self.q.version_table, {})
-            cur.execute(self.q.version, {})
-            current = cur.fetchone()[0] or 0
-            for migration in MIGRATIONS:
-                if migration.version <= current:
-                    continue
-                for statement in migration_statements(migration, self.dialect):
-                    cur.execute(statement, {})
-                for step in migration.steps:
-                    step(cur, self.dialect)
-                cur.execute(self.q.version_set, {"version": migration.version})
-                log.info("%s: migrated to version %d (%s)", self.dialect.name, migration.version, migration.why,
-                         extra={"version": migration.version})
-            cur.execute(self.q.indexes, {})
-            have = {(r[0], r[1]) for r in cur.fetchall()}
+            migrate(cur, self.dialect, self.q)
+            self.catalog.read(cur)
             for db, field in declared_pairs(self.rules.indexes):
-                if (db, field) not in have:
-                    self._create_index(cur, db, field, "declared")
-        self._load_indexes()
+                if not self.catalog.has(db, field):
+                    self.catalog.create(cur, db, field, "declared", self.clock.now_ms())
+        self._read_indexes()
 
-    def _create_index(self, cur: Any, db: str, field: str, origin: str) -> None:
-        cur.execute(create_index_sql(self.dialect, db, field), {})
-        cur.execute(self.q.index_add, {"db": db, "field": field, "name": index_name(db, field), "origin": origin,
-                                       "now": self.clock.now_ms()})
-        log.info("index on %s.%s made (%s)", db, field, origin, extra={"db": db, "field": field})
-
-    def _load_indexes(self) -> None:
+    def _read_indexes(self) -> None:
         with self._op() as cur:
-            cur.execute(self.q.indexes, {})
-            rows = cur.fetchall()
-        indexes = {(r[0], r[1]): Index(r[0], r[1], r[2], r[3], int(r[4])) for r in rows}
-        fields: dict[str, list[str]] = {}
-        for db, field in indexes:
-            fields.setdefault(db, []).append(field)
-        self._indexes, self._indexes_read = indexes, time.monotonic()
-        self._index_fields = {db: ("status", *names) for db, names in fields.items()}
-
-    def _index(self, db: str, field: str) -> str | None:
-        if field == "status":
-            return STATUS_INDEX
-        if time.monotonic() - self._indexes_read > INDEX_CACHE_S:
-            self._load_indexes()
-        entry = self._indexes.get((db, field))
-        return entry.name if entry else None
+            self.catalog.read(cur)
 
     def indexes(self) -> list[Index]:
-        """Every field index: status for every database, then each (db, field) one by name."""
-        self._load_indexes()
-        declared = set(self.rules.indexes)
-        out = [Index("*", "status", STATUS_INDEX, "builtin")]
-        for (db, field), entry in sorted(self._indexes.items()):
-            origin = "declared" if (db, field) in declared else entry.origin
-            out.append(Index(db, field, entry.name, origin, entry.created_at))
-        return out
+        """Every field index: status for every database, then each (db, field) one."""
+        self._read_indexes()
+        return self.catalog.listing(set(self.rules.indexes))
 
     def add_index(self, db: str, field: str) -> Index:
         """Index ``field`` of ``db``'s documents (for every process, from now on). Idempotent."""
         check_db(db)
         check_field(field)
         if field == "status":
-            return Index("*", "status", STATUS_INDEX, "builtin")
+            return BUILTIN
         with self._schema_tx() as cur:
-            self._create_index(cur, db, field, "admin")
-        self._load_indexes()
+            self.catalog.create(cur, db, field, "admin", self.clock.now_ms())
         return next(i for i in self.indexes() if (i.db, i.field) == (db, field))
 
     def drop_index(self, db: str, field: str) -> None:
@@ -203,7 +143,7 @@ class SQLStore:
                 raise NotFound(f"there is no index on {db}.{field}")
             cur.execute(drop_index_sql(db, field), {})
         log.info("index on %s.%s dropped", db, field, extra={"db": db, "field": field})
-        self._load_indexes()
+        self._read_indexes()
 
     # ---- listeners -----------------------------------------------------------------
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -259,21 +199,8 @@ class SQLStore:
         if create_only and if_rev is not None:
             raise Invalid("create_only and if_rev cannot be combined: a new document has no revision")
         text = encode(body)
-        self._check_indexed(db, body)
+        self.catalog.check_values(db, body)
         return self._write(db, id, body, text, actor, if_rev, create_only, deleted=False)
-
-    def _check_indexed(self, db: str, body: Doc) -> None:
-        """Refuse a value too long for the indexes of its field, on every backend alike."""
-        for name in self._index_fields.get(db, ("status",)):
-            value = body.get(name)
-            if value is None or isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 250):
-                continue
-            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
-            if size > MAX_INDEXED_BYTES:
-                raise Invalid(
-                    f"field {name!r} is indexed in {db!r}: its value must be at most {MAX_INDEXED_BYTES:,} bytes of JSON, "
-                    f"not {size:,}"
-                )
 
     def delete(self, db: str, id: str, *, actor: str, if_rev: str | None = None) -> Doc:
         check_db(db)
@@ -328,13 +255,11 @@ class SQLStore:
         check_field(field)
         _check_limit(limit)
         args = {"db": db, "after": check_cursor(after), "n": limit + 1, **self.dialect.key_args(field, check_key(key))}
-        index = self._index(db, field)
-        if index is None:
+        if field != "status" and self.catalog.stale:
+            self._read_indexes()
+        if not self.catalog.has(db, field):
             return self._scan(db, field, args, limit)
-        if field == "status":
-            sql = self._status_sql
-        else:
-            sql = self._page_sql.get((db, field)) or self._page_sql.setdefault((db, field), indexed_query(self.dialect, db, field))
+        sql = self.catalog.page_sql(db, field)
         try:
             with self._op() as cur:
                 cur.execute(sql, args)
@@ -343,13 +268,13 @@ class SQLStore:
             if not self._missing_index(exc):
                 raise
             log.info("index on %s.%s was dropped elsewhere: scanning", db, field)
-            self._load_indexes()
+            self._read_indexes()
             return self._scan(db, field, args, limit)
         docs = [with_meta(decode(b), i, r) for i, r, b in rows[:limit]]
         return Page(docs, docs[-1]["_id"] if len(rows) > limit else None)
 
     def _scan(self, db: str, field: str, args: dict[str, Any], limit: int) -> Page:
-        sql = self._scan_sql.get(field) or self._scan_sql.setdefault(field, scan_query(self.dialect, field))
+        sql = self.catalog.scan_sql(field)
         with self._op() as cur:
             cur.execute(self.q.scan_window, {"db": db, "after": args["after"], "n": SCAN_ROWS})
             last, count = cur.fetchone()

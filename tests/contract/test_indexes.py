@@ -145,7 +145,7 @@ def test_admin_indexes_persist_for_every_process_and_restart(make_store):
     assert not page.scanned and [d["_id"] for d in page.docs] == ["t0001", "t0021"]
     other.drop_index("tasks", "owner")
     assert index_name("tasks", "owner") not in index_names(first)
-    first._indexes_read = 0  # as if its list of indexes were old: it reads them again
+    first.catalog.forget()  # as if its list of indexes were old: it reads them again
     page = first.query("tasks", "owner", "o1")
     assert page.scanned and [d["_id"] for d in page.docs] == ["t0001", "t0021"]
     with pytest.raises(NotFound):
