@@ -122,7 +122,7 @@ class PostgresStore(SQLStore):
                 why = f"; the last attempt to connect failed: {self._last_error[1]}"
             stats = self._pool.get_stats()
             raise BackendError(
-                f"PostgreSQL gave no connection within {budget:g} s ({stats.get('pool_size', 0)} open, "
+                f"PostgreSQL gave no connection within {budget:.3g} s ({stats.get('pool_size', 0)} open, "
                 f"{stats.get('pool_available', 0)} free, at most {self._pool.max_size}){why}"
             ) from exc
         except PoolClosed as exc:
@@ -182,7 +182,7 @@ class PostgresStore(SQLStore):
     def _translate(self, exc: psycopg.Error, op: _Op) -> LedgerError:
         reason = _first_line(exc)
         if op.cut:
-            return BackendError(f"PostgreSQL did not answer within {op.budget:g} s (stalled or unreachable); the connection was dropped")
+            return BackendError(f"PostgreSQL did not answer within {op.budget:.3g} s (stalled or unreachable); the connection was dropped")
         if isinstance(exc, psycopg.errors.QueryCanceled):
             return BackendError(f"PostgreSQL stopped a statement at the {self.statement_timeout:g} s statement timeout: {reason}")
         if isinstance(exc, (psycopg.errors.ProgramLimitExceeded, psycopg.DataError)):

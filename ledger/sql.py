@@ -334,12 +334,20 @@ class SQLStore:
     def ping(self, timeout: float = 1.0) -> float:
         """Ask the database for one row within ``timeout`` seconds; the seconds it took.
 
-        Raises BackendError with the reason (unreachable, stalled, no free connection)."""
+        Raises BackendError with the reason (unreachable, stalled, no free connection).
+        Connections that broke while idle (the database restarted) fail at once: the next
+        one is tried while half the budget is left."""
         started = time.monotonic()
-        with self._op_within(timeout) as cur:
-            cur.execute(self.q.ping, {})
-            cur.fetchone()
-        return time.monotonic() - started
+        while True:
+            try:
+                with self._op_within(timeout - (time.monotonic() - started)) as cur:
+                    cur.execute(self.q.ping, {})
+                    cur.fetchone()
+                return time.monotonic() - started
+            except BackendError:
+                if time.monotonic() - started > timeout / 2:
+                    raise
+                time.sleep(0.01)
 
     def _op_within(self, timeout: float) -> AbstractContextManager[Any]:
         return self._op()

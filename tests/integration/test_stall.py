@@ -168,3 +168,27 @@ def test_an_unreachable_database_is_reported_by_ping(pg_url):
         assert time.monotonic() - started < 3 * 2.0
     finally:
         store.close()
+
+
+def test_connections_killed_by_the_server_are_replaced(pg_url):
+    """A restart of PostgreSQL (here: its backends terminated) breaks the idle pooled
+    connections; ping tries a fresh one within its budget, and writes carry on."""
+    import psycopg
+
+    from tests.conftest import PG_URL
+
+    name = "skyhub-kill-test"
+    store = open_store(f"{pg_url}&application_name={name}", Rules(), statement_timeout=STATEMENT_TIMEOUT)
+    try:
+        store.put("notes", {"v": 1}, "n1", actor="user:ana")
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            killed = conn.execute(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s) k",
+                (name,),
+            ).fetchone()[0]
+        assert killed >= 1
+        assert store.ping(1.0) < 1.0
+        eventually(lambda: store.put("notes", {"v": 2}, "n2", actor="user:ana"))
+        assert store.get("notes", "n2")["v"] == 2
+    finally:
+        store.close()
