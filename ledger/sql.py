@@ -34,7 +34,7 @@ from .document import (
     split_body,
     with_meta,
 )
-from .errors import BackendError, Conflict, Invalid, NotFound
+from .errors import BackendError, Conflict, Invalid, LedgerError, NotFound
 from .indexes import BUILTIN, IndexCatalog
 from .machine import Rules
 from .schema import Dialect, Queries, declared_pairs, drop_index_sql, migrate
@@ -102,9 +102,15 @@ class SQLStore:
         with self._schema_tx() as cur:
             migrate(cur, self.dialect, self.q)
             self.catalog.read(cur)
-            for db, field in declared_pairs(self.rules.indexes):
-                if not self.catalog.has(db, field):
+        for db, field in declared_pairs(self.rules.indexes):
+            if self.catalog.has(db, field):
+                continue
+            try:  # each in its own transaction: a document that cannot be indexed must not stop a start
+                with self._schema_tx() as cur:
                     self.catalog.create(cur, db, field, "declared", self.clock.now_ms())
+            except LedgerError as exc:
+                log.error("index on %s.%s could not be made (queries on it scan): %s", db, field, exc.reason,
+                          extra={"db": db, "field": field})
         self._read_indexes()
 
     def _read_indexes(self) -> None:

@@ -4,6 +4,7 @@ other field is a bounded scan that says so. Every local backend."""
 from __future__ import annotations
 
 import re
+import secrets
 import sqlite3
 
 import psycopg
@@ -228,3 +229,15 @@ def test_open_store_takes_pool_settings(backend_url):
         assert store.ping(1.0) < 1.0
     finally:
         store.close()
+
+
+def test_a_declared_index_that_cannot_be_made_does_not_stop_a_start(make_store):
+    first = make_store(rules=Rules())
+    noise = secrets.token_urlsafe(6000)  # 8 kB that do not compress
+    first.put("tasks", {"owner": noise}, "huge", actor="user:ana")  # not indexed yet: allowed
+    first.put("tasks", {"owner": "ana"}, "t1", actor="user:ana")
+    store = make_store(rules=rules(("tasks", "owner")))
+    page = store.query("tasks", "owner", "ana")
+    assert [d["_id"] for d in page.docs] == ["t1"]
+    if store.url.startswith("postgres"):  # PostgreSQL cannot index an 8 kB value: the field scans
+        assert page.scanned and ("tasks", "owner") not in [(i.db, i.field) for i in store.indexes()]
