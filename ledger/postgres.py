@@ -44,7 +44,7 @@ APPEND_LOCK = 0x5C4B_0001
 MIGRATE_LOCK = 0x5C4B_0002
 
 POOL_SIZE = 10  # connections per store at most; one is kept open, the others close after MAX_IDLE_S
-MAX_IDLE_S = 60.0
+MAX_IDLE_S = 10.0  # a burst's extra connections are given back this long after it ends
 STATEMENT_TIMEOUT = 5.0  # seconds an operation may take, on the server and on the client
 CONNECT_TIMEOUT = 5.0
 RECONNECT_S = 10.0
