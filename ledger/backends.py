@@ -1,4 +1,12 @@
-"""Open a store from a URL: ``sqlite:///path``, a bare path, or ``postgresql://...``."""
+"""Open a store from a URL: ``sqlite:///path``, a bare path, or ``postgresql://...``.
+
+Settings a hub may expose (defaults in parentheses):
+
+- ``pool_size``: connections a store keeps at most (SQLite 8, PostgreSQL 10);
+- ``statement_timeout``: seconds a PostgreSQL operation may take before it fails with
+  BackendError, on the server and, if the server stalls, on the client (5);
+- ``connect_timeout``: seconds to open a PostgreSQL connection (5; libpq rounds up to >= 2).
+"""
 
 from __future__ import annotations
 
@@ -10,12 +18,20 @@ from .sql import SQLStore
 DEFAULT_URL = "sqlite:///skyhub.db"
 
 
-def open_store(url: str | None = None, rules: Rules | None = None, clock: Clock = SYSTEM, **options: object) -> SQLStore:
+def open_store(
+    url: str | None = None, rules: Rules | None = None, clock: Clock = SYSTEM, *,
+    pool_size: int | None = None, statement_timeout: float | None = None, connect_timeout: float | None = None,
+) -> SQLStore:
     url = url or DEFAULT_URL
     if url.startswith(("postgresql://", "postgres://")):
-        from .postgres import PostgresStore
+        from . import postgres
 
-        return PostgresStore(url, rules, clock, **options)  # type: ignore[arg-type]
+        return postgres.PostgresStore(
+            url, rules, clock,
+            pool_size=pool_size or postgres.POOL_SIZE,
+            statement_timeout=statement_timeout or postgres.STATEMENT_TIMEOUT,
+            connect_timeout=connect_timeout or postgres.CONNECT_TIMEOUT,
+        )
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
     elif "://" in url:
@@ -24,6 +40,6 @@ def open_store(url: str | None = None, rules: Rules | None = None, clock: Clock 
         raise Invalid("that looks like a PostgreSQL conninfo string: write it as a URL, postgresql://USER@HOST:PORT/DB")
     else:
         path = url
-    from .sqlite import open_sqlite
+    from . import sqlite
 
-    return open_sqlite(path, rules, clock)
+    return sqlite.open_sqlite(path, rules, clock, pool_size=pool_size or sqlite.POOL_SIZE)

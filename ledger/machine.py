@@ -53,6 +53,8 @@ class Edge:
 
 @dataclass
 class Machine:
+    """The state machine of one kind of document in one database (see the module docstring)."""
+
     db: str
     kind_field: str
     kind: str
@@ -64,6 +66,7 @@ class Machine:
     create_by: tuple[ActorPattern, ...] | None = None
     delete_by: tuple[ActorPattern, ...] = (ADMIN,)
     states: tuple[str, ...] = field(default=())
+    indexes: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -78,7 +81,10 @@ class Machine:
         max_attempts: int = 3,
         create_by: Sequence[ActorPattern] | None = None,
         delete_by: Sequence[ActorPattern] = (ADMIN,),
+        indexes: Sequence[str] = (),
     ) -> None:
+        """``indexes``: the fields of ``db`` that the machine's ticks and handlers query
+        (``status`` is indexed for every database already)."""
         check_db(db)
         if (type is None) == (kind is None):
             raise InvalidMachine(f"machine for {db!r}: give exactly one of type= or kind=")
@@ -91,6 +97,7 @@ class Machine:
         self.max_attempts = max_attempts
         self.create_by = tuple(create_by) if create_by is not None else None
         self.delete_by = tuple(delete_by)
+        self.indexes = tuple(check_field(f) for f in indexes)
         seen: list[str] = list(self.start)
         for edge in self.edges:
             for s in (*edge.src, edge.dst):
@@ -247,6 +254,8 @@ class Rules:
         if same:
             raise InvalidMachine(f"machine {machine.name} is declared twice")
         self._machines.setdefault(machine.db, []).append(machine)
+        for name in machine.indexes:
+            self.index(machine.db, name)
         return machine
 
     def allow(self, db: str, *, free: Sequence[ActorPattern] | None = None, blind: Sequence[ActorPattern] | None = None) -> None:

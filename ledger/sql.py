@@ -1,32 +1,50 @@
 """The SQL base both real backends share: the write path, queries, history, the change log,
-feed and tick bookkeeping. Subclasses supply connections, transactions and the few bits of
-dialect that differ (JSON field access, locking, notification).
+feed and tick bookkeeping, field indexes. Subclasses supply the connection pool, transactions
+and the few steps that differ (the change append, the schema lock); the statements
+themselves are declared once in ``ledger/schema.py``.
 
 The hot path is plain DB-API: one write is a handful of statements in one transaction, with
 no ORM in between (an ORM session per write costs an order of magnitude in throughput).
+Every operation borrows a connection from a bounded pool for its own duration only.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
+import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar
 
 from .actor import parse_actor
 from .clock import SYSTEM, Clock
-from .document import check_db, check_field, check_id, encode, next_rev, split_body, with_meta
-from .errors import Conflict, Invalid, NotFound
+from .document import (
+    ID_MAX,
+    check_cursor,
+    check_db,
+    check_field,
+    check_id,
+    check_key,
+    check_seq,
+    decode,
+    encode,
+    next_rev,
+    split_body,
+    with_meta,
+)
+from .errors import BackendError, Conflict, Invalid, LedgerError, NotFound
+from .indexes import BUILTIN, IndexCatalog
 from .machine import Rules
-from .store import Batch, Change, Doc, FeedPosition, Listener, Page, TickRun
+from .schema import Dialect, Queries, declared_pairs, drop_index_sql, migrate
+from .store import Batch, Change, Doc, FeedPosition, Index, Listener, Page, TickRun
 
 log = logging.getLogger(__name__)
 
 MAX_LIMIT = 1000
 TICK_RUNS_KEPT = 200
+SCAN_ROWS = 10_000  # documents a query on a field without an index examines per page
 
 
 class Head:
@@ -40,7 +58,8 @@ class SQLStore:
     """Shared implementation; see ``SQLiteStore`` and ``PostgresStore``."""
 
     url: str
-    param = "?"
+    dialect: ClassVar[Dialect]
+    q: ClassVar[Queries]
 
     def __init__(self, url: str, rules: Rules | None = None, clock: Clock = SYSTEM) -> None:
         self.url = url
@@ -48,35 +67,28 @@ class SQLStore:
         self.clock = clock
         self._listeners: list[Listener] = []
         self._listeners_lock = threading.Lock()
-        self._indexed: set[str] = set()
+        self.catalog = IndexCatalog(self.dialect, self.q)
 
     # ---- dialect hooks -------------------------------------------------------------
-    @contextmanager
-    def _tx(self, bookkeeping: bool = False) -> Iterator[Any]:  # pragma: no cover - abstract
-        raise NotImplementedError
-        yield
-
-    def _cursor(self) -> Any:  # pragma: no cover - abstract
+    def _op(self) -> AbstractContextManager[Any]:  # pragma: no cover - abstract
+        """A cursor on a pooled connection for one operation outside a transaction."""
         raise NotImplementedError
 
-    def _field_match(self, field: str) -> str:  # pragma: no cover - abstract
-        """SQL that compares the top-level ``field`` of ``body`` with one parameter."""
+    def _tx(self, bookkeeping: bool = False) -> AbstractContextManager[Any]:  # pragma: no cover - abstract
+        """A cursor in one transaction, committed when the block ends without an exception."""
         raise NotImplementedError
 
-    def _field_param(self, key: Any) -> Any:
-        return key
-
-    def _load(self, body: Any) -> Doc:
-        return json.loads(body) if isinstance(body, (str, bytes)) else body
-
-    def _lock_head(self) -> str:
-        return ""
-
-    def _append_change(self, cur: Any, db: str, id: str, rev: str, text: str, deleted: bool, actor: str, at: int) -> int:  # pragma: no cover
+    def _schema_tx(self) -> AbstractContextManager[Any]:  # pragma: no cover - abstract
+        """A transaction for schema changes: one process at a time, no statement time limit."""
         raise NotImplementedError
 
-    def _ensure_index(self, field: str) -> None:  # pragma: no cover
-        raise NotImplementedError
+    def _append_change(self, cur: Any, args: dict[str, Any]) -> int:
+        cur.execute(self.q.append_change, args)
+        return int(cur.fetchone()[0])
+
+    def _missing_index(self, exc: BackendError) -> bool:
+        """Whether ``exc`` says a query named an index that is gone (dropped by another process)."""
+        return False
 
     def close(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -84,8 +96,60 @@ class SQLStore:
     def _start_wakeups(self) -> None:
         """Begin telling listeners about other processes' commits (if the backend can)."""
 
-    def _q(self, sql: str) -> str:
-        return sql if self.param == "?" else sql.replace("?", self.param)
+    # ---- schema and field indexes --------------------------------------------------
+    def _open_schema(self) -> None:
+        """Bring the schema to the current version and make the declared indexes."""
+        with self._schema_tx() as cur:
+            migrate(cur, self.dialect, self.q)
+            self.catalog.read(cur)
+        for db, field in declared_pairs(self.rules.indexes):
+            if self.catalog.has(db, field):
+                continue
+            try:  # each in its own transaction: a document that cannot be indexed must not stop a start
+                with self._schema_tx() as cur:
+                    self.catalog.create(cur, db, field, "declared", self.clock.now_ms())
+            except LedgerError as exc:
+                log.error("index on %s.%s could not be made (queries on it scan): %s", db, field, exc.reason,
+                          extra={"db": db, "field": field})
+        self._read_indexes()
+
+    def _read_indexes(self) -> None:
+        with self._op() as cur:
+            self.catalog.read(cur)
+
+    def indexes(self) -> list[Index]:
+        """Every field index: status for every database, then each (db, field) one."""
+        self._read_indexes()
+        return self.catalog.listing(set(self.rules.indexes))
+
+    def add_index(self, db: str, field: str) -> Index:
+        """Index ``field`` of ``db``'s documents (for every process, from now on). Idempotent."""
+        check_db(db)
+        check_field(field)
+        if field == "status":
+            return BUILTIN
+        with self._schema_tx() as cur:
+            self.catalog.create(cur, db, field, "admin", self.clock.now_ms())
+        return next(i for i in self.indexes() if (i.db, i.field) == (db, field))
+
+    def drop_index(self, db: str, field: str) -> None:
+        """Drop the index on ``field`` of ``db``; queries on it become bounded scans."""
+        check_db(db)
+        check_field(field)
+        if field == "status":
+            raise Invalid("status is indexed for every database and cannot be dropped")
+        if (db, field) in set(self.rules.indexes):
+            raise Invalid(
+                f"the index on {db}.{field} is declared by the code (Rules.index) and would come back at the "
+                "next start: remove the declaration instead"
+            )
+        with self._schema_tx() as cur:
+            cur.execute(self.q.index_drop, {"db": db, "field": field})
+            if cur.rowcount != 1:
+                raise NotFound(f"there is no index on {db}.{field}")
+            cur.execute(drop_index_sql(db, field), {})
+        log.info("index on %s.%s dropped", db, field, extra={"db": db, "field": field})
+        self._read_indexes()
 
     # ---- listeners -----------------------------------------------------------------
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -111,14 +175,14 @@ class SQLStore:
     def get(self, db: str, id: str) -> Doc:
         check_db(db)
         check_id(id)
-        cur = self._cursor()
-        cur.execute(self._q("SELECT rev, body, deleted FROM docs WHERE db = ? AND id = ?"), (db, id))
-        row = cur.fetchone()
+        with self._op() as cur:
+            cur.execute(self.q.get, {"db": db, "id": id})
+            row = cur.fetchone()
         if row is None:
             raise NotFound(f"no document {id!r} in {db!r}")
         if row[2]:
             raise NotFound(f"document {id!r} in {db!r} was deleted (rev {row[0]})")
-        return with_meta(self._load(row[1]), id, row[0])
+        return with_meta(decode(row[1]), id, row[0])
 
     def put(
         self, db: str, doc: Doc, id: str | None = None, *, actor: str,
@@ -136,9 +200,13 @@ class SQLStore:
             if if_rev is not None and if_rev != body_rev:
                 raise Invalid(f"the document's _rev {body_rev!r} does not match if_rev {if_rev!r}")
             if_rev = body_rev
+        if if_rev is not None and (not isinstance(if_rev, str) or len(if_rev) > ID_MAX or not if_rev.isascii()):
+            raise Invalid("if_rev must be a revision like '3-ab12cd34ef56ab78'")
         if create_only and if_rev is not None:
             raise Invalid("create_only and if_rev cannot be combined: a new document has no revision")
-        return self._write(db, id, body, encode(body), actor, if_rev, create_only, deleted=False)
+        text = encode(body)
+        self.catalog.check_values(db, body)
+        return self._write(db, id, body, text, actor, if_rev, create_only, deleted=False)
 
     def delete(self, db: str, id: str, *, actor: str, if_rev: str | None = None) -> Doc:
         check_db(db)
@@ -151,10 +219,11 @@ class SQLStore:
         if_rev: str | None, create_only: bool, deleted: bool,
     ) -> Doc:
         now = self.clock.now_ms()
+        key = {"db": db, "id": id}
         with self._tx() as cur:
-            cur.execute(self._q("SELECT rev, body, deleted FROM docs WHERE db = ? AND id = ?" + self._lock_head()), (db, id))
+            cur.execute(self.q.head, key)
             row = cur.fetchone()
-            head = Head(row[0], self._load(row[1]), bool(row[2])) if row else None
+            head = Head(row[0], decode(row[1]), bool(row[2])) if row else None
             live = head is not None and not head.deleted
             if create_only and live:
                 raise Conflict(f"document {id!r} already exists in {db!r} (rev {head.rev})")  # type: ignore[union-attr]
@@ -167,186 +236,206 @@ class SQLStore:
             blind = if_rev is None and not create_only
             self.rules.check(db, old, None if deleted else body, actor, now, blind=blind)
             rev = next_rev(head.rev if head else None, text, deleted)
+            args = {"db": db, "id": id, "rev": rev, "body": text, "deleted": int(deleted)}
             if head is None:
-                cur.execute(
-                    self._q("INSERT INTO docs (db, id, rev, body, deleted) VALUES (?, ?, ?, ?, ?)" + self._conflict_nothing()),
-                    (db, id, rev, text, int(deleted)),
-                )
+                cur.execute(self.q.insert_doc, args)
                 if cur.rowcount != 1:
                     raise Conflict(f"document {id!r} was created in {db!r} by another writer just now")
             else:
-                cur.execute(
-                    self._q("UPDATE docs SET rev = ?, body = ?, deleted = ? WHERE db = ? AND id = ?"),
-                    (rev, text, int(deleted), db, id),
-                )
-            seq = self._append_change(cur, db, id, rev, text, deleted, actor, now)
+                cur.execute(self.q.update_doc, args)
+            args["actor"], args["at"] = actor, now
+            seq = self._append_change(cur, args)
         out = with_meta(body, id, rev, deleted)
         if self._listeners:
             self._wake(Change(seq, db, id, rev, out, deleted, actor, now))
         return out
 
-    def _conflict_nothing(self) -> str:
-        return " ON CONFLICT (db, id) DO NOTHING"
-
     def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:
+        """Documents of ``db`` whose ``field`` equals ``key``, in id order, a page at a time.
+
+        A declared field is answered by its index. Any other field is answered by a bounded
+        scan: the page examines at most SCAN_ROWS documents after ``after`` (it may hold fewer
+        than ``limit`` documents, even none, and still have a ``next``) and says ``scanned``.
+        """
         check_db(db)
         check_field(field)
-        if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-            raise Invalid(f"limit must be between 1 and {MAX_LIMIT}")
-        if key is not None and not isinstance(key, (str, int, float, bool)):
-            raise Invalid("query key must be a string, number or boolean")
-        if field not in self._indexed:
-            self._ensure_index(field)
-            self._indexed.add(field)
-        sql = f"SELECT id, rev, body FROM docs WHERE db = ? AND {self._field_match(field)} AND deleted = 0 AND id > ? ORDER BY id LIMIT ?"
-        cur = self._cursor()
-        cur.execute(self._q(sql), (db, self._field_param(key), after or "", limit + 1))
-        rows = cur.fetchall()
-        docs = [with_meta(self._load(b), i, r) for i, r, b in rows[:limit]]
+        _check_limit(limit)
+        args = {"db": db, "after": check_cursor(after), "n": limit + 1, **self.dialect.key_args(field, check_key(key))}
+        if field != "status" and self.catalog.stale:
+            self._read_indexes()
+        if not self.catalog.has(db, field):
+            return self._scan(db, field, args, limit)
+        sql = self.catalog.page_sql(db, field)
+        try:
+            with self._op() as cur:
+                cur.execute(sql, args)
+                rows = cur.fetchall()
+        except BackendError as exc:
+            if not self._missing_index(exc):
+                raise
+            log.info("index on %s.%s was dropped elsewhere: scanning", db, field)
+            self._read_indexes()
+            return self._scan(db, field, args, limit)
+        docs = [with_meta(decode(b), i, r) for i, r, b in rows[:limit]]
         return Page(docs, docs[-1]["_id"] if len(rows) > limit else None)
+
+    def _scan(self, db: str, field: str, args: dict[str, Any], limit: int) -> Page:
+        sql = self.catalog.scan_sql(field)
+        with self._op() as cur:
+            cur.execute(self.q.scan_window, {"db": db, "after": args["after"], "n": SCAN_ROWS})
+            last, count = cur.fetchone()
+            if not count:
+                return Page([], None, scanned=True)
+            cur.execute(sql, {**args, "last": last})
+            rows = cur.fetchall()
+        docs = [with_meta(decode(b), i, r) for i, r, b in rows[:limit]]
+        if len(rows) > limit:
+            after = docs[-1]["_id"]
+        else:
+            after = last if count >= SCAN_ROWS else None
+        return Page(docs, after, scanned=True)
 
     def history(self, db: str, id: str) -> list[Change]:
         check_db(db)
         check_id(id)
-        cur = self._cursor()
-        cur.execute(
-            self._q("SELECT seq, db, id, rev, body, deleted, actor, at FROM changes WHERE db = ? AND id = ? ORDER BY seq"),
-            (db, id),
-        )
-        return [self._change(r) for r in cur.fetchall()]
+        with self._op() as cur:
+            cur.execute(self.q.history, {"db": db, "id": id})
+            rows = cur.fetchall()
+        return [self._change(r) for r in rows]
 
     def changes(self, since: int = 0, limit: int = 100, dbs: Sequence[str] | None = None) -> list[Change]:
-        if not isinstance(since, int) or since < 0:
-            raise Invalid("since must be a sequence number >= 0")
-        if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-            raise Invalid(f"limit must be between 1 and {MAX_LIMIT}")
-        cur = self._cursor()
-        cur.execute(*self._changes_sql(since, None, limit, dbs))
-        return [self._change(r) for r in cur.fetchall()]
+        since = check_seq(since)
+        _check_limit(limit)
+        for db in dbs or ():
+            check_db(db)
+        with self._op() as cur:
+            self._read_changes(cur, since, None, limit, dbs)
+            rows = cur.fetchall()
+        return [self._change(r) for r in rows]
 
-    def _changes_sql(self, after: int, upto: int | None, limit: int, dbs: Sequence[str] | None) -> tuple[str, tuple[Any, ...]]:
-        sql = "SELECT seq, db, id, rev, body, deleted, actor, at FROM changes WHERE seq > ?"
-        args: list[Any] = [after]
-        if upto is not None:
-            sql += " AND seq <= ?"
-            args.append(upto)
-        if dbs:
-            sql += " AND db IN (" + ", ".join("?" for _ in dbs) + ")"
-            args.extend(dbs)
-        sql += " ORDER BY seq LIMIT ?"
-        args.append(limit)
-        return self._q(sql), tuple(args)
+    def _read_changes(self, cur: Any, after: int, upto: int | None, limit: int, dbs: Sequence[str] | None) -> None:
+        args: dict[str, Any] = {"after": after, "upto": upto, "n": limit}
+        if not dbs:
+            cur.execute(self.q.changes if upto is None else self.q.changes_upto, args)
+        elif len(dbs) == 1:
+            args["db"] = dbs[0]
+            cur.execute(self.q.changes_of if upto is None else self.q.changes_of_upto, args)
+        else:
+            args["dbs"] = self._db_list(dbs)
+            cur.execute(self.q.changes_in if upto is None else self.q.changes_in_upto, args)
+
+    def _db_list(self, dbs: Sequence[str]) -> Any:
+        """The parameter for ``db IN`` a list (a JSON array for SQLite's json_each)."""
+        return list(dbs)
 
     def head_seq(self) -> int:
-        cur = self._cursor()
-        cur.execute("SELECT COALESCE(MAX(seq), 0) FROM changes")
-        return int(cur.fetchone()[0])
+        with self._op() as cur:
+            cur.execute(self.q.head_seq, {})
+            return int(cur.fetchone()[0])
 
     def _change(self, row: Sequence[Any]) -> Change:
         seq, db, id, rev, body, deleted, actor, at = row
-        return Change(int(seq), db, id, rev, with_meta(self._load(body), id, rev, bool(deleted)), bool(deleted), actor, int(at))
+        return Change(int(seq), db, id, rev, with_meta(decode(body), id, rev, bool(deleted)), bool(deleted), actor, int(at))
+
+    def ping(self, timeout: float = 1.0) -> float:
+        """Ask the database for one row within ``timeout`` seconds; the seconds it took.
+
+        Raises BackendError with the reason (unreachable, stalled, no free connection).
+        Connections that broke while idle (the database restarted) fail at once: the next
+        one is tried while half the budget is left."""
+        started = time.monotonic()
+        while True:
+            try:
+                with self._op_within(timeout - (time.monotonic() - started)) as cur:
+                    cur.execute(self.q.ping, {})
+                    cur.fetchone()
+                return time.monotonic() - started
+            except BackendError:
+                if time.monotonic() - started > timeout / 2:
+                    raise
+                time.sleep(0.01)
+
+    def _op_within(self, timeout: float) -> AbstractContextManager[Any]:
+        return self._op()
 
     # ---- feed bookkeeping ----------------------------------------------------------
     def feed_claim(self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10) -> Batch | None:
         now = self.clock.now_ms()
+        h = {"handler": handler}
         with self._tx(bookkeeping=True) as cur:
-            cur.execute(self._q("INSERT INTO feed_cursors (handler, done, claimed) VALUES (?, 0, 0) ON CONFLICT (handler) DO NOTHING"), (handler,))
-            cur.execute(self._q("SELECT done, claimed FROM feed_cursors WHERE handler = ?" + self._lock_head()), (handler,))
+            cur.execute(self.q.cursor_make, h)
+            cur.execute(self.q.cursor_lock, h)
             _done, claimed = cur.fetchone()
-            cur.execute(
-                self._q("SELECT after, upto, tries, pos FROM feed_leases WHERE handler = ? AND lease_until < ? ORDER BY after LIMIT 1"),
-                (handler, now),
-            )
+            cur.execute(self.q.lease_expired, {"handler": handler, "now": now})
             expired = cur.fetchone()
             if expired:
                 after, upto, tries, pos = expired
-                cur.execute(
-                    self._q("UPDATE feed_leases SET owner = ?, lease_until = ? WHERE handler = ? AND after = ?"),
-                    (owner, now + lease_ms, handler, after),
-                )
-                cur.execute(*self._changes_sql(after, upto, MAX_LIMIT, dbs))
+                cur.execute(self.q.lease_take, {"owner": owner, "until": now + lease_ms, "handler": handler, "after": after})
+                self._read_changes(cur, after, upto, MAX_LIMIT, dbs)
                 changes = [self._change(r) for r in cur.fetchall()]
                 log.info("feed: taking over an expired batch", extra={"handler": handler, "after": after, "upto": upto})
                 return Batch(handler, int(after), int(upto), changes, int(tries), int(pos))
-            cur.execute(*self._changes_sql(claimed, None, batch, dbs))
+            self._read_changes(cur, claimed, None, batch, dbs)
             changes = [self._change(r) for r in cur.fetchall()]
             if not changes:
                 return None
             upto = changes[-1].seq
-            cur.execute(
-                self._q("INSERT INTO feed_leases (handler, after, upto, owner, lease_until, tries, pos) VALUES (?, ?, ?, ?, ?, 0, 0)"),
-                (handler, claimed, upto, owner, now + lease_ms),
-            )
-            cur.execute(self._q("UPDATE feed_cursors SET claimed = ? WHERE handler = ?"), (upto, handler))
+            cur.execute(self.q.lease_make, {"handler": handler, "after": claimed, "upto": upto, "owner": owner, "until": now + lease_ms})
+            cur.execute(self.q.cursor_claimed, {"upto": upto, "handler": handler})
             return Batch(handler, int(claimed), upto, changes)
 
     def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool:
         now = self.clock.now_ms()
         with self._tx(bookkeeping=True) as cur:
-            cur.execute(
-                self._q("UPDATE feed_leases SET lease_until = ?, tries = ?, pos = ? WHERE handler = ? AND after = ? AND owner = ?"),
-                (now + lease_ms, batch.tries, batch.pos, batch.handler, batch.after, owner),
-            )
-            return cur.rowcount == 1
+            cur.execute(self.q.lease_renew, {
+                "until": now + lease_ms, "tries": batch.tries, "pos": batch.pos,
+                "handler": batch.handler, "after": batch.after, "owner": owner,
+            })
+            return bool(cur.rowcount == 1)
 
     def feed_finish(self, batch: Batch, owner: str) -> bool:
+        h = {"handler": batch.handler}
         with self._tx(bookkeeping=True) as cur:
-            cur.execute(self._q("SELECT claimed FROM feed_cursors WHERE handler = ?" + self._lock_head()), (batch.handler,))
-            (claimed,) = cur.fetchone()
-            cur.execute(
-                self._q("DELETE FROM feed_leases WHERE handler = ? AND after = ? AND owner = ?"),
-                (batch.handler, batch.after, owner),
-            )
+            cur.execute(self.q.cursor_lock, h)
+            (claimed,) = cur.fetchone()[1:]
+            cur.execute(self.q.lease_drop, {"handler": batch.handler, "after": batch.after, "owner": owner})
             if cur.rowcount != 1:
                 return False
-            cur.execute(self._q("SELECT MIN(after) FROM feed_leases WHERE handler = ?"), (batch.handler,))
+            cur.execute(self.q.lease_low, h)
             (low,) = cur.fetchone()
-            cur.execute(self._q("UPDATE feed_cursors SET done = ? WHERE handler = ?"), (low if low is not None else claimed, batch.handler))
+            cur.execute(self.q.cursor_done, {"done": low if low is not None else claimed, "handler": batch.handler})
             return True
 
     def feed_position(self, handler: str) -> FeedPosition:
-        cur = self._cursor()
-        cur.execute(self._q("SELECT done, claimed FROM feed_cursors WHERE handler = ?"), (handler,))
-        row = cur.fetchone()
-        cur.execute(self._q("SELECT after, upto, owner, lease_until, tries FROM feed_leases WHERE handler = ? ORDER BY after"), (handler,))
-        leases = [dict(zip(("after", "upto", "owner", "leaseUntil", "tries"), r)) for r in cur.fetchall()]
+        h = {"handler": handler}
+        with self._op() as cur:
+            cur.execute(self.q.cursor_get, h)
+            row = cur.fetchone()
+            cur.execute(self.q.leases, h)
+            leases = [dict(zip(("after", "upto", "owner", "leaseUntil", "tries"), r)) for r in cur.fetchall()]
         return FeedPosition(handler, int(row[0]) if row else 0, int(row[1]) if row else 0, leases)
 
     # ---- tick runs -----------------------------------------------------------------
     def claim_tick_run(self, tick: str, scheduled_at: int, owner: str) -> bool:
         now = self.clock.now_ms()
         with self._tx(bookkeeping=True) as cur:
-            cur.execute(
-                self._q("INSERT INTO tick_runs (tick, scheduled_at, owner, started_at) VALUES (?, ?, ?, ?) ON CONFLICT (tick, scheduled_at) DO NOTHING"),
-                (tick, scheduled_at, owner, now),
-            )
+            cur.execute(self.q.tick_claim, {"tick": tick, "at": scheduled_at, "owner": owner, "now": now})
             won = cur.rowcount == 1
             if won:
-                cur.execute(
-                    self._q(
-                        "DELETE FROM tick_runs WHERE tick = ? AND scheduled_at < "
-                        "(SELECT scheduled_at FROM tick_runs WHERE tick = ? ORDER BY scheduled_at DESC LIMIT 1 OFFSET ?)"
-                    ),
-                    (tick, tick, TICK_RUNS_KEPT),
-                )
-            return won
+                cur.execute(self.q.tick_trim, {"tick": tick, "kept": TICK_RUNS_KEPT})
+            return bool(won)
 
     def finish_tick_run(self, tick: str, scheduled_at: int, outcome: str, error: str | None = None) -> None:
         with self._tx(bookkeeping=True) as cur:
-            cur.execute(
-                self._q("UPDATE tick_runs SET finished_at = ?, outcome = ?, error = ? WHERE tick = ? AND scheduled_at = ?"),
-                (self.clock.now_ms(), outcome, error, tick, scheduled_at),
-            )
+            cur.execute(self.q.tick_finish, {"now": self.clock.now_ms(), "outcome": outcome, "error": error, "tick": tick, "at": scheduled_at})
 
     def tick_runs(self, tick: str | None = None, limit: int = 20) -> list[TickRun]:
-        cur = self._cursor()
-        sql = "SELECT tick, scheduled_at, owner, started_at, finished_at, outcome, error FROM tick_runs"
-        args: tuple[Any, ...] = ()
-        if tick is not None:
-            sql += " WHERE tick = ?"
-            args = (tick,)
-        cur.execute(self._q(sql + " ORDER BY scheduled_at DESC, tick LIMIT ?"), (*args, limit))
-        return [TickRun(*r) for r in cur.fetchall()]
+        with self._op() as cur:
+            if tick is None:
+                cur.execute(self.q.tick_runs, {"n": limit})
+            else:
+                cur.execute(self.q.tick_runs_of, {"tick": tick, "n": limit})
+            return [TickRun(*r) for r in cur.fetchall()]
 
     # ---- once keys -----------------------------------------------------------------
     def use_once(self, key: str, expires_at: int) -> bool:
@@ -354,14 +443,29 @@ class SQLStore:
 
         Used for request nonces, so that a replayed signature is refused by every process.
         """
+        if not isinstance(key, str) or not key or len(key) > ID_MAX or "\x00" in key or not (key.isascii() or _encodable(key)):
+            raise Invalid(f"a once-key must be valid text of 1-{ID_MAX} characters without NUL")
         now = self.clock.now_ms()
         with self._tx() as cur:
-            cur.execute(self._q("DELETE FROM once_keys WHERE expires_at < ?"), (now,))
-            cur.execute(self._q("INSERT INTO once_keys (key, expires_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"), (key, expires_at))
-            return cur.rowcount == 1
+            cur.execute(self.q.once_purge, {"now": now})
+            cur.execute(self.q.once_use, {"key": key, "expires": expires_at})
+            return bool(cur.rowcount == 1)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redact_url(self.url)!r})"
+
+
+def _check_limit(limit: object) -> None:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise Invalid(f"limit must be between 1 and {MAX_LIMIT}")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def redact_url(url: str) -> str:
@@ -372,3 +476,4 @@ def redact_url(url: str) -> str:
     creds, _, host = rest.rpartition("@")
     user, has_pw, _ = creds.partition(":")
     return f"{scheme}://{user}{':***' if has_pw else ''}@{host}"
+

@@ -42,8 +42,27 @@ class Change:
 
 @dataclass(frozen=True)
 class Page:
+    """One page of a query. ``scanned``: no index covers the field, so the page came from
+    examining a bounded window of the database in id order; it may hold fewer documents than
+    asked for (even none) and still have a ``next``: follow it to continue."""
+
     docs: list[Doc]
     next: str | None  # pass as ``after`` for the next page; None at the end
+    scanned: bool = False
+
+
+@dataclass(frozen=True)
+class Index:
+    """An index on one top-level field of one database's documents (``db`` "*": every database)."""
+
+    db: str
+    field: str
+    name: str
+    origin: str  # "builtin" (status, every database), "declared" (Rules.index), "admin" (add_index)
+    created_at: int | None = None  # epoch ms
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"db": self.db, "field": self.field, "name": self.name, "origin": self.origin, "createdAt": self.created_at}
 
 
 @dataclass
@@ -131,8 +150,20 @@ class Coordination(Protocol):
     def use_once(self, key: str, expires_at: int) -> bool: ...
 
 
-class Store(Documents, Coordination, Protocol):
-    """A local backend (SQLite, PostgreSQL): documents and coordination over one database."""
+class Administration(Protocol):
+    """What the operator of a local database uses: its health and its field indexes."""
+
+    def ping(self, timeout: float = 1.0) -> float: ...
+
+    def indexes(self) -> list[Index]: ...
+
+    def add_index(self, db: str, field: str) -> Index: ...
+
+    def drop_index(self, db: str, field: str) -> None: ...
+
+
+class Store(Documents, Coordination, Administration, Protocol):
+    """A local backend (SQLite, PostgreSQL): documents, coordination and administration over one database."""
 
 
 class Ledger:
