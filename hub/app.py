@@ -27,6 +27,7 @@ from ledger import (
     Services,
     Store,
     Tick,
+    Usage,
     deadletter_machine,
     open_store,
 )
@@ -52,7 +53,16 @@ def build_rules(known: Sequence[Product] | None = None) -> Rules:
 
 
 def open_app_store(settings: Settings, rules: Rules | None = None) -> Store:
-    return open_store(settings.database_url, rules if rules is not None else build_rules())
+    """The store the settings name, with every product's rules."""
+    s = settings.store
+    rules = rules if rules is not None else build_rules()
+    for name in s.indexes:
+        db, dot, field = name.partition(".")
+        if not dot:
+            raise Usage(f"store.indexes: {name!r} is not db.field (e.g. \"requests.slug\")")
+        rules.index(db, field)
+    return open_store(settings.database_url, rules,
+                      pool_size=s.pool_size or None, statement_timeout=s.statement_timeout, connect_timeout=s.connect_timeout)
 
 
 def services_for(settings: Settings, key: KeyLoader | None = None) -> Services:

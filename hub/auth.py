@@ -50,8 +50,9 @@ class Unauthorized(LedgerError):
 
 
 def protect(rules: Rules) -> None:
-    """Only admin writes the auth database."""
+    """Only admin writes the auth database; tokens and devices are listed by kind."""
     rules.allow(AUTH_DB, free=[ADMIN], blind=[ADMIN])
+    rules.index(AUTH_DB, "kind")
 
 
 def _check_name(name: str, what: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any, cast
 import click
 
 from ledger import LedgerError
-from ledger.text import cell, table
+from ledger.text import cell, iso, table
 
 from .cliutil import (
     EXIT_NOT_FOUND,
@@ -122,13 +122,16 @@ def db_delete(state: State, dbname: str, if_rev: str | None, as_actor: str | Non
 @json_option
 @click.pass_obj
 def db_query(state: State, dbname: str, field: str, key: str, limit: int, after: str | None, as_json: bool) -> None:
-    """List documents whose FIELD equals KEY, by id, a page at a time (uses an index).
+    """List documents whose FIELD equals KEY, by id, a page at a time (an index, or a bounded scan).
 
     Example: skyhub db query --db jobs --field status --key pending --limit 20
     """
     page = state.store.query(dbname, field, key, limit, after)
+    if page.scanned:
+        click.echo(f"skyhub: {dbname}.{field} has no index, so this page scanned documents in id order "
+                   f"(an index: skyhub db index add --db {dbname} {field})", err=True)
     if as_json:
-        click.echo(json.dumps({"docs": page.docs, "next": page.next}, ensure_ascii=False))
+        click.echo(json.dumps({"docs": page.docs, "next": page.next, "scanned": page.scanned}, ensure_ascii=False))
         return
     columns = ["_id", "_rev"] + [c for c in ("type", "kind", "status", field) if any(c in d for d in page.docs)]
     columns = list(dict.fromkeys(columns))
@@ -215,3 +218,54 @@ def db_machines(state: State, as_json: bool) -> None:
         click.echo(json.dumps([m.describe() for m in machines]))
         return
     click.echo("\n".join(machine_markdown(m) for m in machines), nl=False)
+
+
+# ---- indexes ---------------------------------------------------------------------------
+@db.group("index")
+def db_index() -> None:
+    """Indexes: the fields queries find documents by (run on the hub).
+
+    Example: skyhub db index list
+    """
+
+
+@db_index.command("list")
+@json_option
+@click.pass_obj
+def db_index_list(state: State, as_json: bool) -> None:
+    """List every index: built in (status), declared by a product, or added by an admin.
+
+    Example: skyhub db index list --json
+    """
+    found = state.local_store("skyhub db index list").indexes()
+    if as_json:
+        click.echo(json.dumps([i.as_dict() for i in found]))
+        return
+    click.echo(table(["db", "field", "origin", "created", "name"], [
+        [i.db, i.field, i.origin, iso(i.created_at) if i.created_at else "", i.name] for i in found
+    ]))
+
+
+@db_index.command("add")
+@db_option
+@click.argument("field")
+@click.pass_obj
+def db_index_add(state: State, dbname: str, field: str) -> None:
+    """Index a field of a database, so queries on it stop scanning (every hub process sees it).
+
+    Example: skyhub db index add --db requests authorDid
+    """
+    click.echo(json.dumps(state.local_store("skyhub db index add").add_index(dbname, field).as_dict()))
+
+
+@db_index.command("drop")
+@db_option
+@click.argument("field")
+@click.pass_obj
+def db_index_drop(state: State, dbname: str, field: str) -> None:
+    """Drop an index an admin added (queries on the field scan again, a bounded page at a time).
+
+    Example: skyhub db index drop --db requests authorDid
+    """
+    state.local_store("skyhub db index drop").drop_index(dbname, field)
+    click.echo(json.dumps({"dropped": {"db": dbname, "field": field}}))

@@ -63,6 +63,19 @@ class SweepSettings(Section):
     """the sweep wakes at the earliest lease, and at least this often"""
 
 
+class StoreSettings(Section):
+    """``[store]``: how the hub holds its database."""
+
+    pool_size: int = 0
+    """connections kept per process (0: 8 for SQLite, 10 for PostgreSQL)"""
+    statement_timeout: Interval = 5.0
+    """PostgreSQL: a statement running longer fails (a stalled database makes writes fail, not hang)"""
+    connect_timeout: Interval = 5.0
+    """PostgreSQL: the time limit of opening a connection"""
+    indexes: list[str] = []
+    """more fields to index, as `"db.field"` (the products declare what they query; `skyhub db index add` adds at run time)"""
+
+
 class PlatformSettings(Section):
     """``[platforms]``: where skyhub calls. Point them at local servers to test."""
 
@@ -115,6 +128,7 @@ class Settings(BaseSettings):
     """who the local CLI writes as (default `user:$USER`)"""
     log_level: str = "INFO"
     """DEBUG, INFO, WARNING or ERROR"""
+    store: StoreSettings = StoreSettings()
     feed: FeedSettings = FeedSettings()
     sweep: SweepSettings = SweepSettings()
     platforms: PlatformSettings = PlatformSettings()
@@ -254,4 +268,4 @@ def describe() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-__all__ = ["FeedSettings", "PlatformSettings", "Settings", "SweepSettings", "describe", "load_settings", "settings_model"]
+__all__ = ["FeedSettings", "PlatformSettings", "Settings", "StoreSettings", "SweepSettings", "describe", "load_settings", "settings_model"]
