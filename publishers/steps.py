@@ -114,7 +114,7 @@ class Step:
 
     def error(self, reason: str, **fields: Any) -> str:
         """End in ``error`` with ``reason`` (one sentence a manager can act on)."""
-        self.write("error", lastError=reason, intent=None, **fields)
+        self.write("error", **{"intent": None, **fields, "lastError": reason})
         log.warning("publish: %s failed: %s", self.doc["_id"], reason, extra={"db": DB, "id": self.doc["_id"]})
         return "error"
 

@@ -151,7 +151,7 @@ def _stepper(run: Run, platform: str, acct: Account, cred: Credential) -> Any:
 
     from .containers import Containers
 
-    options: dict[str, Any] = {"retry": RetryPolicy(attempts=run.settings.retries, wait=run.settings.retry_wait),
+    options: dict[str, Any] = {"retry": RetryPolicy(attempts=run.settings.retries, wait=run.settings.retry_wait, sleep=run.ctx.clock.sleep),
                                "now_ms": run.now, "timeout": p.timeout}
     token = str(secret.get("accessToken") or "")
     client: Instagram | Threads
