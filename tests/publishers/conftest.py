@@ -38,7 +38,7 @@ class Env:
         self.meta = FakeMeta(self.clock.now_ms)
         self.threads = FakeMeta(self.clock.now_ms, threads=True, quota_total=250)
         self.pds = FakePDS()
-        self.files: dict[str, httpx.Response] = {}
+        self.files: dict[str, Any] = {}  # URL -> a response, or a function of the request
         self.http = httpx.Client(transport=httpx.MockTransport(self.route))
         self.platforms = PlatformSettings(instagram_url=IG_HOST, facebook_url=FB_HOST, threads_url=TH_HOST, bluesky_pds=PDS)
         self.maya = Ledger(self.store, "user:maya")
@@ -52,7 +52,8 @@ class Env:
         if url.startswith(PDS):
             return self.pds(request)
         if url in self.files:
-            return self.files[url]
+            answer = self.files[url]
+            return answer(request) if callable(answer) else answer
         return httpx.Response(404, text="not here")
 
     # ---- the vault ---------------------------------------------------------------------------
