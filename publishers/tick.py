@@ -33,6 +33,7 @@ from .validate import CREDENTIAL_PLATFORM, parse_at
 
 log = logging.getLogger(__name__)
 PAGE = 200
+UNWRITTEN = frozenset({"busy", "waiting"})  # outcomes of a step that wrote nothing (a hold must still be released)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,10 @@ def advance_account(run: Run, platform: str, account: str, docs: list[dict[str, 
             if acct.blocked(run.now()):
                 run.counts["blocked"] += 1
                 continue
-            run.counts[stepper.advance(doc)] += 1
+            outcome = stepper.advance(doc)
+            run.counts[outcome] += 1
+            if doc.get("held") and outcome in UNWRITTEN:
+                release(run, doc)
     finally:
         acct.save(run.ctx.db)
 
@@ -193,6 +197,16 @@ def credential(run: Run, platform: str, account: str) -> Credential:
         return Credential(cred_id, secret=secret)
     paste = " or ".join(f"`skyhub vault put {c.replace(':', ' ', 1)}`" for c in ids)
     return Credential(ids[0], held=f"no credential for this account in the vault: paste one with {paste}")
+
+
+def release(run: Run, doc: dict[str, Any]) -> None:
+    """Clear a hold whose credential is usable again, when the step itself wrote nothing."""
+    from vault import release as vault_release
+
+    try:
+        vault_release(run.ctx.db, DB, run.ctx.db.get(DB, doc["_id"]))
+    except (Conflict, Forbidden, NotFound):
+        pass  # moved meanwhile: that write released it
 
 
 def hold(run: Run, doc: dict[str, Any], cred: Credential) -> None:
