@@ -71,13 +71,18 @@ def due(run: Run) -> list[dict[str, Any]]:
     now = run.now()
     out = []
     for doc in queued(run):
-        when = max(int(doc.get("notBefore") or 0), parse_at(doc.get("at")) or 0)
+        when = max(_ms(doc.get("notBefore")), parse_at(doc.get("at")) or 0)
         if when > now:
             run.counts["not-yet"] += 1
             continue
         out.append(doc)
     out.sort(key=lambda d: (str(d.get("createdAt") or ""), d["_id"]))
     return out
+
+
+def _ms(value: Any) -> int:
+    """An epoch-ms field as written by the tick; anything else (a raw write's typo) counts as unset."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def duplicate_of(run: Run, doc: dict[str, Any]) -> bool:
@@ -133,7 +138,14 @@ def advance_account(run: Run, platform: str, account: str, docs: list[dict[str, 
             if acct.blocked(run.now()):
                 run.counts["blocked"] += 1
                 continue
-            outcome = stepper.advance(doc)
+            try:
+                outcome = stepper.advance(doc)
+            except (LedgerError, ValueError, TypeError, KeyError) as exc:
+                # a write the store refused, or a raw document with a field of the wrong type: that
+                # request stays as it is (visible in the log), and every other request goes on
+                reason = exc.reason if isinstance(exc, LedgerError) else f"{type(exc).__name__}: {exc}"
+                log.warning("publish: %s was not stepped: %s", doc["_id"], reason, extra={"db": DB, "id": doc["_id"]})
+                outcome = "refused"
             run.counts[outcome] += 1
             if doc.get("held") and outcome in UNWRITTEN:
                 release(run, doc)
@@ -160,7 +172,7 @@ def _stepper(run: Run, platform: str, acct: Account, cred: Credential) -> Any:
     token = str(secret.get("accessToken") or "")
     client: Instagram | Threads
     if platform == "threads":
-        client = Threads(run.ctx.http, token, base_url=p.threads_url, version=getattr(p, "threads_version", ""), **options)
+        client = Threads(run.ctx.http, token, base_url=p.threads_url, version=p.threads_version, **options)
     elif cred.id.startswith("facebook:"):
         client = Instagram(run.ctx.http, token, base_url=p.facebook_url, version=p.graph_version, **options)
     else:

@@ -60,3 +60,14 @@ def test_nothing_due_writes_nothing(env):
     before = env.store.head_seq()
     assert env.tick() == {"not-yet": 1}
     assert env.store.head_seq() == before and sum(env.meta.calls.values()) == 0
+
+
+def test_a_malformed_raw_request_does_not_stop_the_others(env):
+    env.credential("instagram", "17841400000000000", {"accessToken": "good-token"})
+    raw = {"kind": "publish-request", "platform": "ig", "account": "17841400000000000", "slug": "odd", "status": "pending",
+           "attempts": 0, "images": [{"url": "https://cdn.example.org/p/1.jpg", "alt": ""}], "caption": "Odd",
+           "createdAt": "2026-01-01T00:00:00Z", "notBefore": "soon", "checks": "many", "intent": {"step": "container", "at": "x"}}
+    odd = env.store.put("requests", raw, actor="user:maya")["_id"]
+    good = env.queue("ig", "good", images=1, caption="Good")
+    assert env.tick() == {"refused": 1, "carousel-created": 1}
+    assert env.doc(good)["status"] == "carousel-created" and env.doc(odd)["status"] == "pending"
