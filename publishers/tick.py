@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ledger import Conflict, Context, Forbidden, LedgerError, NotFound, TickEvent
@@ -41,7 +41,7 @@ class Credential:
     """The credential a run uses for one account, or why it cannot (``held``)."""
 
     id: str
-    secret: dict[str, Any] | None = None
+    secret: dict[str, Any] | None = field(default=None, repr=False)  # never in a repr, a log or an error
     held: str | None = None
 
 

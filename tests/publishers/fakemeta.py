@@ -101,6 +101,7 @@ class FakeMeta:
         self.calls: Counter[str] = Counter()
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.hosts: Counter[str] = Counter()
+        self.versions: Counter[str] = Counter()  # the API version each path started with ("" for none)
         self.usage_header: dict[str, Any] | None = None
         self.published_before: list[int] = []  # publish times outside this fake (posts made elsewhere)
         self.on_publish: Callable[[], None] | None = None  # called after a publish went live, before answering
@@ -136,8 +137,9 @@ class FakeMeta:
 
     def answer(self, method: str, host: str, path: str, args: dict[str, str], auth: str) -> Any:
         parts = [p for p in path.split("/") if p]
+        version = ""
         if parts and parts[0].startswith("v") and parts[0][1:2].isdigit():
-            parts = parts[1:]  # the version
+            version, parts = parts[0], parts[1:]
         endpoint = self._endpoint(method, parts, args)
         hook = self.before.get(endpoint)
         if hook is not None:
@@ -145,6 +147,7 @@ class FakeMeta:
         with self._lock:
             self.calls[endpoint] += 1
             self.hosts[host] += 1
+            self.versions[version] += 1
             self.requests.append((endpoint, "/".join(parts), dict(args)))
             if auth.removeprefix("Bearer ") not in self.tokens:
                 return TOKEN_EXPIRED_190

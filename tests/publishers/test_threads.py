@@ -29,6 +29,7 @@ def test_a_text_post_is_one_container_published_30_s_later(th):
     assert d["permalink"].startswith("https://www.threads.net/") and th.threads.calls["publish"] == 1
     (endpoint, path, args) = next(r for r in th.threads.requests if r[0] == "status")
     assert args["fields"] == "status,error_message"
+    assert set(th.threads.versions) == {"v1.0"}  # platforms.threads_version
 
 
 def test_a_carousel_of_three_images(th):

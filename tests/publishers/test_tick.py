@@ -71,3 +71,19 @@ def test_a_malformed_raw_request_does_not_stop_the_others(env):
     good = env.queue("ig", "good", images=1, caption="Good")
     assert env.tick() == {"refused": 1, "carousel-created": 1}
     assert env.doc(good)["status"] == "carousel-created" and env.doc(odd)["status"] == "pending"
+
+
+def test_no_secret_reaches_a_document_a_log_or_a_repr(env, caplog):
+    import logging
+
+    from publishers.tick import Credential
+
+    env.credential("instagram", "17841400000000000", {"accessToken": "sekret-token-123"})
+    env.meta.tokens = {"other"}
+    doc_id = env.queue("ig", "leak", images=1, caption="x")
+    with caplog.at_level(logging.DEBUG):
+        assert env.tick() == {"held": 1}
+    assert "sekret-token-123" not in repr(Credential("instagram:1", secret={"accessToken": "sekret-token-123"}))
+    everything = "".join(str(c.doc) for c in env.store.history("requests", doc_id)) + caplog.text
+    everything += str(env.store.get("vault", "instagram:17841400000000000").get("lastError"))
+    assert "sekret-token-123" not in everything and "code 190" in everything
