@@ -87,3 +87,17 @@ def test_no_secret_reaches_a_document_a_log_or_a_repr(env, caplog):
     everything = "".join(str(c.doc) for c in env.store.history("requests", doc_id)) + caplog.text
     everything += str(env.store.get("vault", "instagram:17841400000000000").get("lastError"))
     assert "sekret-token-123" not in everything and "code 190" in everything
+
+
+def test_two_processes_writing_one_account_document_merge(env):
+    db = Ledger(env.store, "tick:publish")
+    one, two = Account.load(db, "ig", "1"), Account.load(db, "ig", "1")
+    one.created(2, env.clock.now_ms())
+    one.save(db)
+    two.created(1, env.clock.now_ms() + 5)
+    two.block(env.clock.now_ms() + 60_000, "code 17")
+    two.save(db)  # a conflict, merged: nothing the first wrote is lost
+    head = Account.load(db, "ig", "1")
+    assert head.containers == [env.clock.now_ms()] * 2 + [env.clock.now_ms() + 5]
+    assert head.blocked_until == env.clock.now_ms() + 60_000 and head.blocked_reason == "code 17"
+    assert len(env.store.history("publish", "ig:1")) == 2
