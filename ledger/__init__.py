@@ -11,13 +11,28 @@ from .guards import Guard, GuardContext, attempts_left, attempts_used_up, claim,
 from .machine import Edge, InvalidMachine, Machine, Rules
 from .product import Env, Interval, Policy, Product, Section
 from .scheduler import Scheduler, Tick, TickEvent, parse_interval
-from .store import Administration, Batch, Change, Coordination, Doc, Documents, Index, Ledger, Page, Store, TickRun
+from .store import (
+    Administration,
+    Batch,
+    Change,
+    Coordination,
+    Doc,
+    Documents,
+    FeedPosition,
+    Index,
+    Ledger,
+    Page,
+    StatusCount,
+    Store,
+    TickRun,
+)
 
 __all__ = [
     "ADMIN", "ActorPattern", "Administration", "BackendError", "Batch", "Change", "Clock", "Conflict", "Context",
-    "Coordination", "DEADLETTERS", "DEFAULT_URL", "Doc", "Documents", "Edge", "Env", "FakeClock", "Feed", "Forbidden",
+    "Coordination", "DEADLETTERS", "DEFAULT_URL", "Doc", "Documents", "Edge", "Env", "FakeClock", "Feed", "FeedPosition", "Forbidden",
     "Guard", "GuardContext", "Handler", "Index", "Interval", "Invalid", "InvalidMachine", "Ledger", "LedgerError",
-    "Machine", "NotFound", "Page", "Policy", "Product", "Rules", "SYSTEM", "Scheduler", "Secrets", "Section", "Services", "Store",
+    "Machine", "NotFound", "Page", "Policy", "Product", "Rules", "SYSTEM", "Scheduler", "Secrets", "Section", "Services",
+    "StatusCount", "Store",
     "SystemClock", "Tick", "TickEvent", "TickRun", "TooLarge", "Usage", "attempts_left", "attempts_used_up", "claim",
     "deadletter_machine", "device", "fresh", "guard", "handler", "lease_expired", "open_store", "parse_interval",
     "renew", "same_claim", "tick", "user",

@@ -16,7 +16,8 @@ binds ``:name`` natively, psycopg ``%(name)s``); nothing is rewritten per call.
     :key            the value itself                   the value as JSON text, ::jsonb
 
 Migrations only append: a database made by any earlier version is brought forward in place.
-Versions 1-3 are the tables as first shipped; 4 makes indexes declared (see ``index_name``).
+Versions 1-3 are the tables as first shipped; 4 makes indexes declared (see ``index_name``);
+5 counts documents by database, kind and status (``doc_counts``, kept by triggers).
 """
 
 from __future__ import annotations
@@ -120,6 +121,106 @@ def _drop_read_made_indexes(cur: Any, dialect: Dialect) -> None:
             cur.execute(f'DROP INDEX IF EXISTS "{name}"', {})
 
 
+# ---- document counts (migration 5) ---------------------------------------------------------
+# A document's kind is its "kind" field, else its "type", else "" (only text values count);
+# its status the "status" field's text, else "". Tombstones are not counted.
+def _sqlite_kind(row: str) -> str:
+    return (
+        f"CASE WHEN json_type({row}.body, '$.kind') = 'text' THEN json_extract({row}.body, '$.kind') "
+        f"WHEN json_type({row}.body, '$.type') = 'text' THEN json_extract({row}.body, '$.type') ELSE '' END"
+    )
+
+
+def _sqlite_status(row: str) -> str:
+    return f"CASE WHEN json_type({row}.body, '$.status') = 'text' THEN json_extract({row}.body, '$.status') ELSE '' END"
+
+
+def _sqlite_count(row: str, delta: str) -> str:
+    return (
+        f"INSERT INTO doc_counts (db, kind, status, stripe, n) VALUES ({row}.db, {_sqlite_kind(row)}, {_sqlite_status(row)}, 0, {delta}) "
+        f"ON CONFLICT (db, kind, status, stripe) DO UPDATE SET n = n + excluded.n;"
+    )
+
+
+# SQLite: one writer at a time, one row per (db, kind, status). A write that changes neither
+# the kind nor the status (a heartbeat, most edits) does not touch the counts.
+SQLITE_COUNT_TRIGGERS = (
+    f"""CREATE TRIGGER docs_count_insert AFTER INSERT ON docs WHEN NEW.deleted = 0 BEGIN
+        {_sqlite_count("NEW", "1")}
+    END""",
+    f"""CREATE TRIGGER docs_count_update AFTER UPDATE OF body, deleted ON docs
+    WHEN OLD.deleted <> NEW.deleted OR OLD.db <> NEW.db
+        OR ({_sqlite_kind("OLD")}) <> ({_sqlite_kind("NEW")}) OR ({_sqlite_status("OLD")}) <> ({_sqlite_status("NEW")}) BEGIN
+        UPDATE doc_counts SET n = n - 1 WHERE OLD.deleted = 0 AND db = OLD.db AND kind = {_sqlite_kind("OLD")}
+            AND status = {_sqlite_status("OLD")} AND stripe = 0;
+        INSERT INTO doc_counts (db, kind, status, stripe, n)
+            SELECT NEW.db, {_sqlite_kind("NEW")}, {_sqlite_status("NEW")}, 0, 1 WHERE NEW.deleted = 0
+            ON CONFLICT (db, kind, status, stripe) DO UPDATE SET n = n + 1;
+    END""",
+    f"""CREATE TRIGGER docs_count_delete AFTER DELETE ON docs WHEN OLD.deleted = 0 BEGIN
+        UPDATE doc_counts SET n = n - 1 WHERE db = OLD.db AND kind = {_sqlite_kind("OLD")}
+            AND status = {_sqlite_status("OLD")} AND stripe = 0;
+    END""",
+)
+
+# PostgreSQL: writers of several processes commit concurrently, and a row of doc_counts is
+# locked by the transaction that changes it until it commits: with one row per (db, kind,
+# status), every write moving a job to "running" would wait for the previous one's commit.
+# Each connection adds to its own stripe (its backend pid modulo COUNT_STRIPES) instead, and a
+# read adds the stripes up.
+COUNT_STRIPES = 16
+POSTGRES_COUNT_TRIGGERS = (
+    """CREATE FUNCTION skyhub_doc_kind(body JSONB) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+        SELECT CASE WHEN jsonb_typeof(body -> 'kind') = 'string' THEN body ->> 'kind'
+                    WHEN jsonb_typeof(body -> 'type') = 'string' THEN body ->> 'type' ELSE '' END $$""",
+    """CREATE FUNCTION skyhub_doc_status(body JSONB) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+        SELECT CASE WHEN jsonb_typeof(body -> 'status') = 'string' THEN body ->> 'status' ELSE '' END $$""",
+    """CREATE FUNCTION skyhub_count_docs() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+    DECLARE
+        my_stripe INTEGER := pg_backend_pid() %% """ + str(COUNT_STRIPES) + """;
+        old_kind TEXT; old_status TEXT; new_kind TEXT; new_status TEXT;
+    BEGIN
+        IF TG_OP <> 'INSERT' AND OLD.deleted = 0 THEN
+            old_kind := skyhub_doc_kind(OLD.body);
+            old_status := skyhub_doc_status(OLD.body);
+        END IF;
+        IF TG_OP <> 'DELETE' AND NEW.deleted = 0 THEN
+            new_kind := skyhub_doc_kind(NEW.body);
+            new_status := skyhub_doc_status(NEW.body);
+        END IF;
+        IF TG_OP = 'UPDATE' AND OLD.db = NEW.db AND old_kind IS NOT DISTINCT FROM new_kind
+                AND old_status IS NOT DISTINCT FROM new_status THEN
+            RETURN NULL;
+        END IF;
+        IF old_kind IS NOT NULL THEN
+            INSERT INTO doc_counts (db, kind, status, stripe, n) VALUES (OLD.db, old_kind, old_status, my_stripe, -1)
+                ON CONFLICT (db, kind, status, stripe) DO UPDATE SET n = doc_counts.n - 1;
+        END IF;
+        IF new_kind IS NOT NULL THEN
+            INSERT INTO doc_counts (db, kind, status, stripe, n) VALUES (NEW.db, new_kind, new_status, my_stripe, 1)
+                ON CONFLICT (db, kind, status, stripe) DO UPDATE SET n = doc_counts.n + 1;
+        END IF;
+        RETURN NULL;
+    END $$""",
+    "CREATE TRIGGER docs_count AFTER INSERT OR UPDATE OR DELETE ON docs FOR EACH ROW EXECUTE FUNCTION skyhub_count_docs()",
+)
+
+
+def _count_documents(cur: Any, dialect: Dialect) -> None:
+    """Count the documents already there, and keep counting in every write's transaction."""
+    triggers: tuple[str, ...]
+    if dialect.name == "postgres":
+        triggers, kind, status = POSTGRES_COUNT_TRIGGERS, "skyhub_doc_kind(body)", "skyhub_doc_status(body)"
+    else:
+        triggers, kind, status = SQLITE_COUNT_TRIGGERS, _sqlite_kind("docs"), _sqlite_status("docs")
+    for statement in triggers:
+        cur.execute(statement, {})
+    cur.execute(
+        f"INSERT INTO doc_counts (db, kind, status, stripe, n) SELECT db, {kind}, {status}, 0, COUNT(*) FROM docs "
+        "WHERE deleted = 0 GROUP BY 1, 2, 3", {},
+    )
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema version: its statements (with fragments) and any steps that need code."""
@@ -162,6 +263,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             db TEXT NOT NULL, field TEXT NOT NULL, name TEXT NOT NULL, origin TEXT NOT NULL,
             created_at {bigint} NOT NULL, PRIMARY KEY (db, field))""",
     ), steps=(_drop_read_made_indexes,)),
+    Migration(5, "documents counted by database, kind and status, in the write's transaction (no scan to count)", (
+        """CREATE TABLE doc_counts (
+            db TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL, stripe INTEGER NOT NULL, n {bigint} NOT NULL,
+            PRIMARY KEY (db, kind, status, stripe)){clustered}""",
+    ), steps=(_count_documents,)),
 )
 
 
@@ -278,6 +384,7 @@ class Queries:
         "AND db IN (SELECT value FROM json_each(:dbs)) ORDER BY seq LIMIT :n"
     )
     head_seq: str = "SELECT COALESCE(MAX(seq), 0) FROM changes"
+    pending_of: str = "SELECT COUNT(*) FROM (SELECT 1 FROM changes WHERE db = :db AND seq > :after LIMIT :n) p"
     scan_window: str = (
         "SELECT MAX(id), COUNT(*) FROM (SELECT id FROM docs WHERE db = :db AND id > :after ORDER BY id LIMIT :n) w"
     )
@@ -328,6 +435,13 @@ class Queries:
         "ON CONFLICT (db, field) DO NOTHING"
     )
     index_drop: str = "DELETE FROM doc_indexes WHERE db = :db AND field = :field"
+    counts: str = (
+        "SELECT db, kind, status, SUM(n) FROM doc_counts GROUP BY db, kind, status HAVING SUM(n) <> 0 ORDER BY db, kind, status"
+    )
+    counts_of: str = (
+        "SELECT db, kind, status, SUM(n) FROM doc_counts WHERE db = :db GROUP BY db, kind, status HAVING SUM(n) <> 0 "
+        "ORDER BY db, kind, status"
+    )
     version_table: str = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
     version: str = "SELECT MAX(version) FROM schema_version"
     version_set: str = "INSERT INTO schema_version (version) VALUES (:version)"

@@ -38,13 +38,14 @@ from .errors import BackendError, Conflict, Invalid, LedgerError, NotFound
 from .indexes import BUILTIN, IndexCatalog
 from .machine import Rules
 from .schema import Dialect, Queries, declared_pairs, drop_index_sql, migrate
-from .store import Batch, Change, Doc, FeedPosition, Index, Listener, Page, TickRun
+from .store import Batch, Change, Doc, FeedPosition, Index, Listener, Page, StatusCount, TickRun
 
 log = logging.getLogger(__name__)
 
 MAX_LIMIT = 1000
 TICK_RUNS_KEPT = 200
 SCAN_ROWS = 10_000  # documents a query on a field without an index examines per page
+PENDING_CAP = 10_000  # feed_position counts a handler's pending changes up to this many
 
 
 class Head:
@@ -358,6 +359,18 @@ class SQLStore:
     def _op_within(self, timeout: float) -> AbstractContextManager[Any]:
         return self._op()
 
+    def counts(self, db: str | None = None) -> list[StatusCount]:
+        """Live documents by database, kind and status (of ``db`` only, if given), sorted.
+
+        Read from counters that every write keeps in its own transaction: the cost is the
+        number of (db, kind, status) combinations, not the number of documents."""
+        with self._op() as cur:
+            if db is None:
+                cur.execute(self.q.counts, {})
+            else:
+                cur.execute(self.q.counts_of, {"db": check_db(db)})
+            return [StatusCount(d, k, s, int(n)) for d, k, s, n in cur.fetchall()]
+
     # ---- feed bookkeeping ----------------------------------------------------------
     def feed_claim(self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10) -> Batch | None:
         now = self.clock.now_ms()
@@ -406,14 +419,30 @@ class SQLStore:
             cur.execute(self.q.cursor_done, {"done": low if low is not None else claimed, "handler": batch.handler})
             return True
 
-    def feed_position(self, handler: str) -> FeedPosition:
+    def feed_position(self, handler: str, dbs: Sequence[str] | None = None) -> FeedPosition:
+        """A handler's cursor, its batches in flight and the log's head: index lookups only.
+        With ``dbs`` (the handler's databases), also how many of their changes are not done
+        yet, counted up to PENDING_CAP along the (db, seq) index."""
         h = {"handler": handler}
+        for db in dbs or ():
+            check_db(db)
         with self._op() as cur:
             cur.execute(self.q.cursor_get, h)
             row = cur.fetchone()
             cur.execute(self.q.leases, h)
             leases = [dict(zip(("after", "upto", "owner", "leaseUntil", "tries"), r)) for r in cur.fetchall()]
-        return FeedPosition(handler, int(row[0]) if row else 0, int(row[1]) if row else 0, leases)
+            cur.execute(self.q.head_seq, {})
+            head = int(cur.fetchone()[0])
+            done = int(row[0]) if row else 0
+            pending = None
+            if dbs:
+                pending = 0
+                for db in dict.fromkeys(dbs):
+                    cur.execute(self.q.pending_of, {"db": db, "after": done, "n": PENDING_CAP - pending})
+                    pending += int(cur.fetchone()[0])
+                    if pending >= PENDING_CAP:
+                        break
+        return FeedPosition(handler, done, int(row[1]) if row else 0, leases, head, pending)
 
     # ---- tick runs -----------------------------------------------------------------
     def claim_tick_run(self, tick: str, scheduled_at: int, owner: str) -> bool:

@@ -88,12 +88,41 @@ class TickRun:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class StatusCount:
+    """How many live documents of one database have one kind and one status.
+
+    ``kind`` is the document's ``kind`` field, else its ``type``, else "" (text values only);
+    ``status`` its ``status`` text, else "". Kept in every write's transaction: reading the
+    counts scans no documents."""
+
+    db: str
+    kind: str
+    status: str
+    n: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"db": self.db, "kind": self.kind, "status": self.status, "n": self.n}
+
+
 @dataclass
 class FeedPosition:
+    """Where a handler's cursor is: every change up to ``done`` is handled, changes up to
+    ``claimed`` are leased (``leases``: the batches in flight). ``head`` is the change log's
+    last seq when read; ``pending`` (when asked for with ``dbs``) counts the changes of the
+    handler's databases after ``done``, up to ``PENDING_CAP``."""
+
     handler: str
     done: int
     claimed: int
     leases: list[dict[str, Any]] = field(default_factory=list)
+    head: int = 0
+    pending: int | None = None
+
+    @property
+    def behind(self) -> int:
+        """Sequence numbers between the cursor and the log's head (changes of every database)."""
+        return max(0, self.head - self.done)
 
 
 class Documents(Protocol):
@@ -139,7 +168,7 @@ class Coordination(Protocol):
 
     def feed_finish(self, batch: Batch, owner: str) -> bool: ...
 
-    def feed_position(self, handler: str) -> FeedPosition: ...
+    def feed_position(self, handler: str, dbs: Sequence[str] | None = None) -> FeedPosition: ...
 
     def claim_tick_run(self, tick: str, scheduled_at: int, owner: str) -> bool: ...
 
@@ -151,9 +180,11 @@ class Coordination(Protocol):
 
 
 class Administration(Protocol):
-    """What the operator of a local database uses: its health and its field indexes."""
+    """What the operator of a local database uses: its health, document counts and field indexes."""
 
     def ping(self, timeout: float = 1.0) -> float: ...
+
+    def counts(self, db: str | None = None) -> list[StatusCount]: ...
 
     def indexes(self) -> list[Index]: ...
 

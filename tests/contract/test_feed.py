@@ -32,6 +32,20 @@ def test_delivers_every_change_in_commit_order_in_batches_of_at_most_ten(store):
     assert all(c.db == "notes" for c in seen)
     position = store.feed_position("collect")
     assert position.done == position.claimed == seen[-1].seq and position.leases == []
+    assert position.head == store.head_seq() and position.behind == 1  # the write to "other"
+
+
+def test_a_feed_position_says_how_far_behind_the_handler_is(store):
+    handler, seen = collector()
+    put_notes(store, 3)
+    feed = Feed(store, [handler])
+    feed.step(handler)
+    put_notes(store, 4, start=3)
+    store.put("other", {"x": 1}, "o", actor="user:ana")
+    position = store.feed_position("collect", ["notes"])
+    assert (position.pending, position.behind) == (4, 5)
+    assert store.feed_position("collect").pending is None
+    assert store.feed_position("nobody", ["notes"]).pending == 7
 
 
 def test_the_cursor_is_durable_across_restarts(make_store):

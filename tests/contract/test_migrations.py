@@ -106,10 +106,12 @@ def test_a_version_3_database_keeps_working(v3_url):
         assert "docs_by_owner" not in names and "docs_by_a" not in names  # made by reads: gone
         doc = store.get("tasks", "t1")
         assert doc["owner"] == "ana"
+        assert [(c.db, c.kind, c.status, c.n) for c in store.counts()] == [("tasks", "", "open", 1)]  # counted in place
         assert [d["_id"] for d in store.query("tasks", "status", "open").docs] == ["t1"]
         assert [d["_id"] for d in store.query("tasks", "owner", "ana").docs] == ["t1"]
         store.put("tasks", {"status": "done", "owner": "ana"}, "t1", actor="user:ana", if_rev=doc["_rev"])
         assert [c.seq for c in store.history("tasks", "t1")] == [1, 2]
+        assert [(c.status, c.n) for c in store.counts("tasks")] == [("done", 1)]
         seen = []
         Feed(store, [Handler("reader", ["tasks"], lambda change, ctx: seen.append(change.seq))]).drain()
         assert seen == [1, 2]
