@@ -343,6 +343,7 @@ def create_api(app: App) -> FastAPI:
     from .api_publish import publish_router
 
     api.include_router(publish_router(app))
+    __import__("hub.console", fromlist=["mount"]).mount(api, app)  # the console at / (hub/console), outermost
     return api
 
 

@@ -17,7 +17,7 @@ from ledger.text import cell, iso, table
 
 from .listing import listing, next_step
 from .machine import DB, KIND
-from .queue import API_FIELDS, new_request, queue, request_id
+from .queue import API_FIELDS, cancel, new_request, queue, request_id, retry
 from .validate import BSKY_IMAGE_BYTES, PLATFORMS, is_local
 
 
@@ -144,15 +144,7 @@ def publish_show(env: Env, request: str) -> None:
     click.echo(json.dumps({"request": doc, "nextStep": next_step(doc), "steps": steps}, ensure_ascii=False))
 
 
-def _move(env: Env, request: str, status: str, allowed: tuple[str, ...], **fields: Any) -> None:
-    doc = _get(env, request)
-    if doc.get("status") not in allowed:
-        raise Usage(f"{request} is {doc.get('status')}: only a post that is {' or '.join(allowed)} can be moved to {status}")
-    body = {k: v for k, v in doc.items() if not k.startswith("_")}
-    body.update(fields)
-    body["status"] = status
-    body = {k: v for k, v in body.items() if v is not None}
-    out = env.store.put(DB, body, request, actor=env.actor(), if_rev=doc["_rev"])
+def _moved(env: Env, request: str, status: str, out: dict[str, Any]) -> None:
     click.echo(json.dumps({"id": request, "status": status, "rev": out["_rev"]}))
 
 
@@ -164,8 +156,7 @@ def publish_retry(env: Env, request: str) -> None:
 
     Example: skyhub publish retry ig:17841400000000000:launch
     """
-    _move(env, request, "pending", ("error",), attempts=0, lastError=None, recreates=None, intent=None, containers=None,
-          carouselId=None, carouselAt=None, checks=None, held=None, notBefore=None, fetchedAgain=None, rkey=None)
+    _moved(env, request, "pending", retry(Ledger(env.store, env.actor()), request))
 
 
 @publish_group.command("cancel")
@@ -176,7 +167,7 @@ def publish_cancel(env: Env, request: str) -> None:
 
     Example: skyhub publish cancel ig:17841400000000000:launch
     """
-    _move(env, request, "cancelled", ("pending",))
+    _moved(env, request, "cancelled", cancel(Ledger(env.store, env.actor()), request))
 
 
 __all__ = ["next_step", "publish_group", "request_id"]

@@ -62,3 +62,35 @@ def queue(db: Ledger, body: dict[str, Any], *, image_hosts: list[str] | None = N
             f"{doc_id} is already queued with different content ({head.get('status')}): "
             f"choose another --slug for a new {name} post, or cancel that one first"
         ) from None
+
+
+RETRY_RESET = ("lastError", "recreates", "intent", "containers", "carouselId", "carouselAt", "checks", "held", "notBefore",
+               "fetchedAgain", "rkey")  # what a retried post starts over without
+
+
+def _move(db: Ledger, doc_id: str, status: str, allowed: tuple[str, ...], **fields: Any) -> dict[str, Any]:
+    from ledger import NotFound
+
+    try:
+        doc = db.get(DB, doc_id)
+    except NotFound:
+        raise NotFound(f"no queued post {doc_id!r} (ids look like ig:ACCOUNT:SLUG; see `skyhub publish ls`)") from None
+    if doc.get("kind") != KIND:
+        raise NotFound(f"{doc_id!r} is not a queued post")
+    if doc.get("status") not in allowed:
+        raise PostInvalid(f"{doc_id} is {doc.get('status')}: only a post that is {' or '.join(allowed)} can be moved to {status}")
+    body = {k: v for k, v in doc.items() if not k.startswith("_")}
+    body.update(fields)
+    body["status"] = status
+    body = {k: v for k, v in body.items() if v is not None}
+    return db.put(DB, body, doc_id, if_rev=doc["_rev"])
+
+
+def retry(db: Ledger, doc_id: str) -> dict[str, Any]:
+    """Put a post that ended in error back in the queue, starting over with fresh attempts."""
+    return _move(db, doc_id, "pending", ("error",), attempts=0, **dict.fromkeys(RETRY_RESET))
+
+
+def cancel(db: Ledger, doc_id: str) -> dict[str, Any]:
+    """Cancel a post that has not started publishing (still pending)."""
+    return _move(db, doc_id, "cancelled", ("pending",))

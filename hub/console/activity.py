@@ -1,0 +1,155 @@
+"""What finished, per minute, over the last hour; queue depth per minute; and outcomes by
+platform (for ``/metrics``): read incrementally from the change log, never by scanning documents.
+
+- **Finished per minute**: a committed write that puts a document of a machine into one of its
+  terminal states (``done``, ``replied``, ``error``, ...) counts for that machine in the minute
+  of its commit. On start the reader finds the first change of the last hour by a binary
+  search on ``seq`` (the log is in commit order, so ``at`` grows with it) and reads from
+  there, at most ``BACKFILL`` changes back; then it reads only what is new, a page at a time.
+- **Queue depth**: the documents in a machine's non-terminal states, sampled from the store's
+  counters (``store.counts()``) once a minute while the hub runs (so the chart starts when
+  the hub did, at most an hour back).
+- **Outcomes**: every such terminal write by machine, platform (the document's ``platform``
+  field, if any) and status, counted since the reader started.
+
+Everything is bounded: 60 buckets per machine, 60 samples, one counter per (machine,
+platform, status).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import Any
+
+from ledger import LedgerError, Rules, Store
+
+log = logging.getLogger(__name__)
+
+MINUTE = 60_000
+WINDOW = 60  # minutes
+PAGE = 1000
+BACKFILL = 20_000  # changes read back at most when the reader starts
+EVERY = 2.0  # seconds between reads in the background
+
+
+class Activity:
+    """See the module docstring. Thread-safe; ``advance()`` reads what is new."""
+
+    def __init__(self, store: Store, rules: Rules, *, now: Callable[[], int] | None = None) -> None:
+        self.store = store
+        self.rules = rules
+        self.now = now or store.clock.now_ms
+        self.cursor: int | None = None
+        self.finished: dict[str, dict[int, int]] = {m.name: {} for m in rules.machines}
+        self.outcomes: Counter[tuple[str, str, str]] = Counter()
+        self.depth: deque[tuple[int, dict[str, int]]] = deque(maxlen=WINDOW + 1)
+        self.started_at = self.now()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    # ---- reading ---------------------------------------------------------------------------
+    def _start_seq(self) -> int:
+        """The seq to read after: the last change before the window (at most BACKFILL back)."""
+        head = self.store.head_seq()
+        since = self.now() - WINDOW * MINUTE
+        lo = max(0, head - BACKFILL)
+        first = self.store.changes(lo, 1)
+        if not first or first[0].at >= since:
+            return lo
+        lo, hi = first[0].seq, head  # lo: a change before the window; every change after hi is in it
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            found = self.store.changes(mid - 1, 1)  # the first change at or after mid
+            if found and found[0].seq <= hi and found[0].at < since:
+                lo = found[0].seq
+            else:
+                hi = mid - 1
+        return lo
+
+    def advance(self, pages: int = 10) -> int:
+        """Read up to ``pages`` pages of new changes; sample the depth once a minute. Returns the changes read."""
+        with self._lock:
+            if self.cursor is None:
+                self.cursor = self._start_seq()
+            total = 0
+            for _ in range(pages):
+                batch = self.store.changes(self.cursor, PAGE)
+                for c in batch:
+                    if not c.deleted:
+                        self._count(c.db, c.doc, c.at)
+                if batch:
+                    self.cursor = batch[-1].seq
+                total += len(batch)
+                if len(batch) < PAGE:
+                    break
+            self._sample()
+            self._trim()
+            return total
+
+    def _count(self, db: str, doc: dict[str, Any], at: int) -> None:
+        m = self.rules.machine_for(db, doc)
+        status = doc.get("status")
+        if m is None or not isinstance(status, str) or status not in m.terminal:
+            return
+        minute = at // MINUTE
+        buckets = self.finished.setdefault(m.name, {})
+        buckets[minute] = buckets.get(minute, 0) + 1
+        platform = doc.get("platform")
+        self.outcomes[(m.name, platform if isinstance(platform, str) else "", status)] += 1
+
+    def _sample(self) -> None:
+        minute = self.now() // MINUTE
+        if self.depth and self.depth[-1][0] == minute:
+            return
+        counts = self.store.counts()
+        depth = {m.name: 0 for m in self.rules.machines}
+        for c in counts:
+            m = next((m for m in self.rules.machines if m.db == c.db and m.kind == c.kind), None)
+            if m is not None and c.status not in m.terminal:
+                depth[m.name] += c.n
+        self.depth.append((minute, depth))
+
+    def _trim(self) -> None:
+        oldest = self.now() // MINUTE - WINDOW
+        for buckets in self.finished.values():
+            for minute in [k for k in buckets if k <= oldest]:
+                del buckets[minute]
+
+    # ---- the background reader -------------------------------------------------------------
+    def start(self, stopping: threading.Event) -> None:
+        """Read in a daemon thread every ``EVERY`` seconds until ``stopping`` is set (idempotent)."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._run, args=(stopping,), name="console-activity", daemon=True)
+            self._thread.start()
+
+    def _run(self, stopping: threading.Event) -> None:
+        while not stopping.is_set():
+            try:
+                self.advance()
+            except LedgerError as exc:
+                log.warning("console activity: %s", exc.reason)
+            except Exception:  # noqa: BLE001 - a closed store at shutdown, a bug: the chart stops, the hub does not
+                if stopping.is_set():
+                    return
+                log.exception("console activity reader failed")
+            stopping.wait(EVERY)
+
+    # ---- what the charts and metrics read --------------------------------------------------
+    def series(self) -> dict[str, Any]:
+        """Finished per minute (60 values per machine, oldest first) and the depth samples."""
+        with self._lock:
+            end = self.now() // MINUTE
+            minutes = list(range(end - WINDOW + 1, end + 1))
+            finished = {name: [b.get(m, 0) for m in minutes] for name, b in self.finished.items()}
+            depth = [(minute * MINUTE, dict(d)) for minute, d in self.depth if minute > end - WINDOW]
+            return {"minutes": [m * MINUTE for m in minutes], "finished": finished, "depth": depth, "since": self.started_at}
+
+    def outcome_counts(self) -> list[tuple[str, str, str, int]]:
+        """(machine, platform, status, count) for every terminal write seen."""
+        with self._lock:
+            return [(m, p, s, n) for (m, p, s), n in sorted(self.outcomes.items())]

@@ -1,0 +1,246 @@
+"""The overview: counts by database, kind and status, each machine's states with their live
+counts, and what needs a person first. One function serves the console's front page,
+``GET /v1/overview`` and ``skyhub status``, so the three always agree.
+
+Everything here is bounded, whatever the size of the databases: the counts come from the
+store's counters (``store.counts()``, kept in each write's transaction), and every list comes
+from an indexed query of at most ``PER_STATE`` documents (``status`` is indexed in every
+database; credentials through ``vault.kind``). What needs a person is found generically, from
+the machines (their states and terminal states) and the conventional fields (``held``,
+``leaseUntil`` with ``claimId``, ``lastError``, ``needsReauth``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ledger import DEADLETTERS, LedgerError, Machine, NotFound, Store
+
+from ..auth import AUTH_DB
+
+if TYPE_CHECKING:
+    from ..app import App
+
+PER_STATE = 50  # documents read per state when looking for held work and expired leases
+FAILED_SHOWN = 20  # documents shown per failure state
+FAILURE_STATES = frozenset({"error", "failed", "build-failed"})
+HIDDEN_DBS = frozenset({AUTH_DB})
+
+# the order "needs a person" is shown in: what blocks work first
+ORDER = ("key", "needs-reauth", "held", "failed", "deadletter", "lease-expired", "tick-failed", "tick-late", "probe-failing")
+
+
+@dataclass
+class Item:
+    """One thing that needs a person: what, where, and why in words."""
+
+    what: str
+    title: str
+    reason: str = ""
+    db: str | None = None
+    id: str | None = None
+    status: str | None = None
+    since: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"what": self.what, "title": self.title, "reason": self.reason}
+        for key in ("db", "id", "status", "since"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        out.update(self.extra)
+        return out
+
+
+def is_failure(machine: Machine | None, status: str) -> bool:
+    """Whether ``status`` is a failure a person should look at (a terminal error state)."""
+    return status in FAILURE_STATES and (machine is None or status in machine.terminal)
+
+
+def overview(app: App, *, started_at: int | None = None) -> dict[str, Any]:
+    """The whole overview as JSON-ready data (see the module docstring)."""
+    store = app.store
+    now = store.clock.now_ms()
+    counts = [c for c in store.counts() if c.db not in HIDDEN_DBS]
+    machines = app.rules.machines
+    by_machine = {(m.db, m.kind): m for m in machines}
+
+    databases: dict[str, dict[str, Any]] = {}
+    for c in counts:
+        entry = databases.setdefault(c.db, {"db": c.db, "total": 0, "kinds": {}})
+        entry["total"] += c.n
+        kind = entry["kinds"].setdefault(c.kind, {"kind": c.kind, "total": 0, "counts": {}})
+        m = by_machine.get((c.db, c.kind))
+        kind["machine"] = m.name if m else None
+        kind["total"] += c.n
+        kind["counts"][c.status] = kind["counts"].get(c.status, 0) + c.n
+    for entry in databases.values():
+        entry["kinds"] = sorted(entry["kinds"].values(), key=lambda k: (k["machine"] is None, k["kind"]))
+
+    machine_rows = []
+    for m in machines:
+        live = databases.get(m.db, {}).get("kinds", [])
+        found: dict[str, int] = next((k["counts"] for k in live if k["kind"] == m.kind), {})
+        machine_rows.append({
+            "name": m.name, "db": m.db, "kind": m.kind, "field": m.kind_field,
+            "counts": {s: int(found.get(s, 0)) for s in m.states}, "terminal": sorted(m.terminal), "start": list(m.start),
+        })
+
+    items: list[Item] = []
+    items += _vault_items(app)
+    items += _machine_items(store, machines, databases, now)
+    items += _deadletters(store, databases)
+    ticks, tick_items = _ticks(app, now, started_at)
+    items += tick_items
+    probes, probe_items = _probes(app)
+    items += probe_items
+    items.sort(key=lambda i: (ORDER.index(i.what) if i.what in ORDER else len(ORDER), -(i.since or 0)))
+
+    try:
+        head = store.head_seq()
+    except LedgerError:
+        head = 0
+    return {
+        "at": now,
+        "headSeq": head,
+        "databases": sorted(databases.values(), key=lambda d: d["db"]),
+        "machines": machine_rows,
+        "attention": [i.as_dict() for i in items],
+        "ticks": ticks,
+        "handlers": _handlers(app),
+        "probes": probes,
+    }
+
+
+def _vault_items(app: App) -> list[Item]:
+    from vault import DB as VAULT_DB
+    from vault.credentials import public
+
+    out: list[Item] = []
+    problem = app.vault_key_problem()
+    page = app.store.query(VAULT_DB, "kind", "credential", 200)
+    if problem and page.docs:
+        out.append(Item("key", "the vault has no master key", problem))
+    for doc in page.docs:
+        meta = public(doc)
+        if meta.get("needsReauth") or meta.get("status") == "needs-reauth":
+            out.append(Item("needs-reauth", f"{meta['id']} NEEDS RE-AUTH", str(meta.get("lastError") or "the platform refused it"),
+                            db=VAULT_DB, id=meta["id"], status=str(meta.get("status")), since=meta.get("refreshedAt")))
+    return out
+
+
+def _machine_items(store: Store, machines: Iterable[Machine], databases: dict[str, dict[str, Any]], now: int) -> list[Item]:
+    out: list[Item] = []
+    for m in machines:
+        live: dict[str, int] = next((k["counts"] for k in databases.get(m.db, {}).get("kinds", []) if k["kind"] == m.kind), {})
+        for status in m.states:
+            n = int(live.get(status, 0))
+            if not n:
+                continue
+            if is_failure(m, status):
+                for doc in _docs(store, m, status, FAILED_SHOWN):
+                    out.append(Item("failed", f"{doc['_id']} is {status}", str(doc.get("lastError") or doc.get("skipReason") or ""),
+                                    db=m.db, id=doc["_id"], status=status, since=_updated(doc),
+                                    extra={"machine": m.name, "count": n}))
+            elif status not in m.terminal:
+                for doc in _docs(store, m, status, PER_STATE):
+                    held = doc.get("held")
+                    if isinstance(held, dict):
+                        out.append(Item("held", f"{doc['_id']} is held", f"{held.get('credential', '')}: {held.get('reason', '')}",
+                                        db=m.db, id=doc["_id"], status=status, since=held.get("since"), extra={"machine": m.name}))
+                    lease = doc.get("leaseUntil")
+                    if doc.get("claimId") and isinstance(lease, int) and lease < now:
+                        out.append(Item("lease-expired", f"{doc['_id']}'s lease expired", f"{status} since the lease ran out "
+                                        f"{(now - lease) // 1000} s ago; the sweep takes it back", db=m.db, id=doc["_id"],
+                                        status=status, since=lease, extra={"machine": m.name}))
+    return out
+
+
+def _docs(store: Store, m: Machine, status: str, limit: int) -> list[dict[str, Any]]:
+    try:
+        page = store.query(m.db, "status", status, limit)
+    except LedgerError:
+        return []
+    return [d for d in page.docs if d.get(m.kind_field) == m.kind]
+
+
+def _updated(doc: dict[str, Any]) -> int | None:
+    for key in ("updatedAt", "finishedAt", "at", "createdAt"):
+        value = doc.get(key)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _deadletters(store: Store, databases: dict[str, dict[str, Any]]) -> list[Item]:
+    if DEADLETTERS not in databases:
+        return []
+    try:
+        page = store.query(DEADLETTERS, "status", "open", FAILED_SHOWN)
+    except LedgerError:
+        return []
+    return [Item("deadletter", f"dead letter {d['_id']}", str(d.get("lastError") or d.get("error") or ""), db=DEADLETTERS,
+                 id=d["_id"], status="open", since=_updated(d)) for d in page.docs]
+
+
+def _ticks(app: App, now: int, started_at: int | None) -> tuple[list[dict[str, Any]], list[Item]]:
+    rows: list[dict[str, Any]] = []
+    items: list[Item] = []
+    for t in app.ticks:
+        try:
+            runs = app.store.tick_runs(t.name, limit=1)
+        except LedgerError:
+            runs = []
+        grace = max(3 * t.seconds, t.seconds + 60) * 1000
+        row: dict[str, Any] = {"name": t.name, "every": t.every, "seconds": t.seconds, "late": False}
+        if runs:
+            r = runs[0]
+            row["lastRun"] = {"scheduledAt": r.scheduled_at, "finishedAt": r.finished_at, "outcome": r.outcome, "error": r.error}
+            if now - r.scheduled_at > grace:
+                row["late"] = True
+                items.append(Item("tick-late", f"tick {t.name} has not run on time",
+                                  f"every {t.every}; last run {(now - r.scheduled_at) // 1000} s ago", since=r.scheduled_at))
+            if r.outcome == "error":
+                items.append(Item("tick-failed", f"tick {t.name} failed", str(r.error or ""), since=r.finished_at))
+        elif started_at is not None and now - started_at > grace:
+            row["late"] = True
+            items.append(Item("tick-late", f"tick {t.name} has not run on time", f"every {t.every}; it has never run", since=started_at))
+        rows.append(row)
+    return rows, items
+
+
+def _probes(app: App) -> tuple[list[dict[str, Any]], list[Item]]:
+    from vault.probe import DB as PROBES
+
+    try:
+        lanes = dict(app.settings.section("probe").lanes)
+    except (LedgerError, AttributeError, KeyError):
+        lanes = {}
+    rows: list[dict[str, Any]] = []
+    items: list[Item] = []
+    for lane in sorted(lanes):
+        try:
+            doc = app.store.get(PROBES, lane)
+        except (NotFound, LedgerError):
+            rows.append({"lane": lane, "ok": None})
+            continue
+        rows.append({k: doc.get(k) for k in ("lane", "ok", "latencyMs", "lastError", "checkedAt", "lastOkAt")})
+        if doc.get("ok") is False:
+            items.append(Item("probe-failing", f"probe {lane} is failing", str(doc.get("lastError") or ""), db=PROBES, id=lane,
+                              since=doc.get("checkedAt")))
+    return rows, items
+
+
+def _handlers(app: App) -> list[dict[str, Any]]:
+    out = []
+    for h in app.handlers:
+        try:
+            pos = app.store.feed_position(h.cursor, list(h.dbs))
+        except LedgerError:
+            continue
+        out.append({"name": h.name, "dbs": list(h.dbs), "done": pos.done, "head": pos.head, "behind": pos.behind,
+                    "pending": pos.pending, "inFlight": len(pos.leases)})
+    return out

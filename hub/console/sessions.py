@@ -1,0 +1,139 @@
+"""Console sessions: a person's token, pasted once, becomes a session cookie.
+
+- **Server-side sessions.** Signing in checks the token exactly as the API does (``Authenticator``)
+  and writes a document ``session:<sha256 of the session id>`` in the ``auth`` database (as
+  ``admin``, like tokens): the person's actor, the token's id, when it was made and when it
+  expires. The cookie holds only the random session id; the database holds only its hash, so a
+  leaked database opens no session, and the token itself is never stored or echoed.
+- **Every request re-checks** the session document and the token's document: a revoked token
+  (``skyhub user revoke``), an expired or signed-out session ends at once (the page goes back
+  to sign-in; an open live stream closes).
+- **CSRF.** Every form carries ``HMAC(session id, "csrf")``: it is never stored, and cannot be
+  made without the cookie. Before a session exists (the sign-in form), a short-lived
+  pre-session cookie plays the same part. Every POST must carry the right value and, where the
+  browser sends them, an ``Origin`` of this host and ``Sec-Fetch-Site: same-origin``.
+- **The cookie** is HttpOnly, SameSite=Strict, Path=/, and Secure when the request came over
+  https or the hub's ``public_url`` is https.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from ledger import Conflict, LedgerError, NotFound, Store
+
+from ..auth import AUTH_DB, Authenticator, Unauthorized
+
+log = logging.getLogger(__name__)
+
+COOKIE = "skyhub_session"
+PRE_COOKIE = "skyhub_signin"
+SESSION_MS = 12 * 3_600_000
+PRE_MAX_AGE = 3600
+
+
+def _digest(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()
+
+
+def csrf_token(secret: str) -> str:
+    """The CSRF value for forms of the session (or pre-session) whose cookie is ``secret``."""
+    return hmac.new(secret.encode(), b"skyhub-console-csrf", hashlib.sha256).hexdigest()
+
+
+def csrf_ok(secret: str | None, sent: str | None) -> bool:
+    """Whether a form's CSRF value belongs to the cookie ``secret``."""
+    if not secret or not sent:
+        return False
+    return hmac.compare_digest(csrf_token(secret), sent)
+
+
+@dataclass(frozen=True)
+class Session:
+    """A signed-in person: who they act as, the token they signed in with, and the form secret."""
+
+    actor: str
+    name: str
+    token_id: str
+    expires_at: int
+    csrf: str
+    cookie: str  # the session id from the cookie (never shown, never logged)
+
+    def __repr__(self) -> str:
+        return f"Session(actor={self.actor!r}, token_id={self.token_id!r})"
+
+
+class Sessions:
+    """Signing in and out, and the per-request check (see the module docstring)."""
+
+    def __init__(self, store: Store, *, lifetime_ms: int = SESSION_MS) -> None:
+        self.store = store
+        self.lifetime_ms = lifetime_ms
+        self.authenticator = Authenticator(store)
+
+    def sign_in(self, token: str) -> tuple[str, Session]:
+        """Check ``token`` as the API does and open a session. Returns (the cookie value, the session).
+        Raises ``Unauthorized`` with the API's sentence for a bad, unknown or revoked token."""
+        token = token.strip()
+        now = self.store.clock.now_ms()
+        principal = self.authenticator.authenticate(f"Bearer {token}", "GET", "/console/sign-in", b"", now)
+        if not principal.actor.startswith("user:") or not principal.credential.startswith("token:"):
+            raise Unauthorized("the console is for people: sign in with a person's token (skyhub user add NAME)")
+        session_id = secrets.token_urlsafe(32)
+        expires = now + self.lifetime_ms
+        self.store.put(AUTH_DB, {
+            "kind": "session", "actor": principal.actor, "token": principal.credential.split(":", 1)[1],
+            "createdAt": now, "expiresAt": expires, "endedAt": None,
+        }, f"session:{_digest(session_id)}", actor="admin", create_only=True)
+        log.info("console: %s signed in", principal.actor, extra={"actor": principal.actor})
+        return session_id, self._session(principal.actor, principal.credential.split(":", 1)[1], expires, session_id)
+
+    def _session(self, actor: str, token_id: str, expires: int, session_id: str) -> Session:
+        return Session(actor, actor.partition(":")[2], token_id, expires, csrf_token(session_id), session_id)
+
+    def check(self, session_id: str | None) -> Session | None:
+        """The live session for a cookie, or None (no cookie, unknown, expired, signed out, token revoked)."""
+        if not session_id or len(session_id) > 100:
+            return None
+        try:
+            doc = self.store.get(AUTH_DB, f"session:{_digest(session_id)}")
+        except (NotFound, LedgerError):
+            return None
+        now = self.store.clock.now_ms()
+        if doc.get("kind") != "session" or doc.get("endedAt") or int(doc.get("expiresAt") or 0) <= now:
+            return None
+        try:
+            token = self.store.get(AUTH_DB, f"token:{doc['token']}")
+        except (NotFound, LedgerError):
+            return None
+        if token.get("revokedAt") or token.get("actor") != doc.get("actor"):
+            return None
+        return self._session(str(doc["actor"]), str(doc["token"]), int(doc["expiresAt"]), session_id)
+
+    def sign_out(self, session: Session) -> None:
+        """End the session (its document keeps when)."""
+        doc_id = f"session:{_digest(session.cookie)}"
+        for _ in range(3):
+            try:
+                doc = self.store.get(AUTH_DB, doc_id)
+                if doc.get("endedAt"):
+                    return
+                body: dict[str, Any] = {k: v for k, v in doc.items() if not k.startswith("_")}
+                body["endedAt"] = self.store.clock.now_ms()
+                self.store.put(AUTH_DB, body, doc_id, actor="admin", if_rev=doc["_rev"])
+                log.info("console: %s signed out", session.actor, extra={"actor": session.actor})
+                return
+            except Conflict:
+                continue
+            except NotFound:
+                return
+
+
+def new_presession() -> str:
+    """A random value for the sign-in form's cookie (CSRF before a session exists)."""
+    return secrets.token_urlsafe(24)

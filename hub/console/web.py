@@ -1,0 +1,195 @@
+"""The console's HTTP plumbing: its own small app (pages, forms, the live stream, static files,
+``/metrics``), the session every page requires, CSRF on every POST, and the HTML renderer.
+
+Pages are server-rendered (Jinja2, autoescaped); forms post ``application/x-www-form-urlencoded``
+bodies of at most ``MAX_FORM`` bytes, read here (no multipart parser). A page that needs a
+session and has none redirects to sign-in; a POST without the session's CSRF value (or from
+another origin) is refused with 403 and writes nothing.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, urlsplit
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
+
+from .activity import Activity
+from .metrics import Metrics
+from .sessions import COOKIE, PRE_COOKIE, Session, Sessions, csrf_ok
+
+if TYPE_CHECKING:
+    from ..app import App
+
+log = logging.getLogger(__name__)
+
+MAX_FORM = 256 * 1024
+NAV = (("/", "Overview"), ("/console/publish", "Publishing"), ("/console/mentions", "Mention builds"),
+       ("/console/credentials", "Credentials"), ("/console/activity", "Activity"))
+
+
+class SignInNeeded(Exception):
+    """The request has no live session: the page sends the person to sign in."""
+
+
+class Refused(Exception):
+    """A POST that fails the CSRF or origin check, or a form too large to read."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def when(ms: int | None) -> str:
+    """Epoch ms as a short UTC time for pages."""
+    if not ms:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def doc_url(db: str, doc_id: str) -> str:
+    """The console page of one document."""
+    return f"/console/doc/{quote(db, safe='')}/{quote(doc_id, safe='')}"
+
+
+@dataclass
+class Console:
+    """What every console route shares: the hub, sessions, the renderer, activity and metrics."""
+
+    app: App
+    sessions: Sessions
+    env: Environment
+    activity: Activity
+    metrics: Metrics
+    started_at: int
+
+    @classmethod
+    def make(cls, app: App) -> Console:
+        env = Environment(loader=PackageLoader("hub.console", "templates"), autoescape=select_autoescape(["html"]),
+                          trim_blocks=True, lstrip_blocks=True)
+        env.globals.update(when=when, doc_url=doc_url, nav=NAV)
+        activity = Activity(app.store, app.rules)
+        return cls(app, Sessions(app.store), env, activity, Metrics(app, activity), app.store.clock.now_ms())
+
+    # ---- sessions and forms ----------------------------------------------------------------
+    def https(self, request: Request) -> bool:
+        """Whether the cookie must be Secure: the request came over https, or the hub's public URL is https."""
+        public = str(getattr(self.app.settings, "public_url", "") or "")
+        return request.url.scheme == "https" or public.startswith("https://")
+
+    async def session(self, request: Request) -> Session:
+        """The live session of this request; ``SignInNeeded`` otherwise."""
+        found = await run_in_threadpool(self.sessions.check, request.cookies.get(COOKIE))
+        if found is None:
+            raise SignInNeeded
+        self.activity.start(self.app.stopping)
+        return found
+
+    async def form(self, request: Request, secret: str | None) -> dict[str, str]:
+        """The POSTed form, after the origin and CSRF checks against ``secret`` (the cookie's value)."""
+        self.same_origin(request)
+        length = request.headers.get("content-length")
+        if length and (not length.isdigit() or int(length) > MAX_FORM):
+            raise Refused(413, f"the form is over {MAX_FORM // 1024} KiB")
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_FORM:
+                raise Refused(413, f"the form is over {MAX_FORM // 1024} KiB")
+        try:
+            fields = dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=200))
+        except (UnicodeDecodeError, ValueError):
+            raise Refused(400, "the form could not be read") from None
+        if not csrf_ok(secret, fields.get("csrf")):
+            raise Refused(403, "this form is stale or did not come from this console (the CSRF check failed): reload the page and try again")
+        return fields
+
+    def same_origin(self, request: Request) -> None:
+        """Refuse a POST that the browser says came from another site."""
+        site = request.headers.get("sec-fetch-site")
+        if site is not None and site not in ("same-origin", "none"):
+            raise Refused(403, "a form from another site is refused")
+        origin = request.headers.get("origin")
+        if origin is not None and origin != "null":
+            host = request.headers.get("host", "")
+            if urlsplit(origin).netloc != host:
+                raise Refused(403, "a form from another origin is refused")
+        elif origin == "null":
+            raise Refused(403, "a form from an opaque origin is refused")
+
+    def set_session_cookie(self, response: Response, request: Request, value: str, max_age: int | None) -> None:
+        response.set_cookie(COOKIE, value, max_age=max_age, path="/", httponly=True, samesite="strict", secure=self.https(request))
+
+    def clear_cookies(self, response: Response, request: Request) -> None:
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=self.https(request))
+
+    def pre_cookie(self, response: Response, request: Request, value: str) -> None:
+        response.set_cookie(PRE_COOKIE, value, max_age=3600, path="/console/sign-in", httponly=True, samesite="strict",
+                            secure=self.https(request))
+
+    # ---- rendering --------------------------------------------------------------------------
+    def render(self, name: str, request: Request, session: Session | None, *, status_code: int = 200, **values: Any) -> HTMLResponse:
+        try:
+            seq = self.app.store.head_seq() if session else 0
+        except Exception:  # noqa: BLE001 - a page still renders when the head cannot be read
+            seq = 0
+        values.setdefault("flash", request.query_params.get("done", ""))
+        html = self.env.get_template(name).render(session=session, seq=seq, current=request.url.path, **values)
+        return HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
+
+    def refused(self, exc: Refused) -> Response:
+        return PlainTextResponse(exc.reason, status_code=exc.status, headers=SECURITY_HEADERS)
+
+    def metrics_allowed(self, request: Request) -> bool:
+        """A person's token (Bearer), or a request from this machine (loopback)."""
+        client = request.client.host if request.client else ""
+        try:
+            if ipaddress.ip_address(client).is_loopback:
+                return True
+        except ValueError:
+            pass
+        header = request.headers.get("authorization")
+        if not header:
+            return False
+        try:
+            principal = self.sessions.authenticator.authenticate(header, "GET", "/metrics", b"", self.app.store.clock.now_ms())
+        except Exception:  # noqa: BLE001 - any refusal is a 401 here
+            return False
+        return principal.actor.startswith("user:")
+
+
+SECURITY_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+                               "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+}
+
+
+def static_file(path: str) -> tuple[bytes, str] | None:
+    """A file shipped under ``hub/console/static``, with its media type; None if there is none."""
+    if ".." in path.split("/") or path.startswith("/"):
+        return None
+    node = resources.files("hub.console").joinpath("static")
+    for part in path.split("/"):
+        node = node.joinpath(part)
+    if not node.is_file():
+        return None
+    kind = {"css": "text/css; charset=utf-8", "js": "text/javascript; charset=utf-8", "svg": "image/svg+xml",
+            "png": "image/png", "txt": "text/plain; charset=utf-8"}.get(path.rsplit(".", 1)[-1], "application/octet-stream")
+    return node.read_bytes(), kind
+
+
+Handler = Callable[..., Awaitable[Response]]
