@@ -116,6 +116,7 @@ def tick_cmd(state: State, name: str) -> None:
 
 for group in (db, user, device):
     main.add_command(group)
+main.add_command(__import__("hub.cli_status", fromlist=["status"]).status)  # skyhub status (hub/cli_status.py)
 
 
 def entry() -> None:

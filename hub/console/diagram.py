@@ -9,7 +9,6 @@ request only fills in the counts.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from html import escape
 
@@ -44,16 +43,34 @@ def _layout(machine: Machine) -> _Layout:
 
 
 def _compute(machine: Machine) -> _Layout:
-    layer: dict[str, int] = {s: 0 for s in machine.start}
-    queue = deque(machine.start)
-    while queue:
-        s = queue.popleft()
-        for e in machine.edges:
-            if s in e.src and e.dst not in layer:
-                layer[e.dst] = layer[s] + 1
-                queue.append(e.dst)
-    for s in machine.states:
-        layer.setdefault(s, 0)
+    # forward edges: those a depth-first walk from the start states does not close a loop with
+    succ: dict[str, list[str]] = {s: [] for s in machine.states}
+    for e in machine.edges:
+        for src in e.src:
+            if src != e.dst and e.dst not in succ[src]:
+                succ[src].append(e.dst)
+    forward: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    on_path: set[str] = set()
+
+    def walk(s: str) -> None:
+        seen.add(s)
+        on_path.add(s)
+        for d in succ[s]:
+            if d in on_path:
+                continue  # a way back: drawn as an arc
+            forward.append((s, d))
+            if d not in seen:
+                walk(d)
+        on_path.discard(s)
+
+    for s in [*machine.start, *machine.states]:
+        if s not in seen:
+            walk(s)
+    layer: dict[str, int] = {s: 0 for s in machine.states}
+    for _ in machine.states:  # longest path over the forward edges (a DAG): the happy path reads left to right
+        for s, d in forward:
+            layer[d] = max(layer[d], layer[s] + 1)
     columns: dict[int, list[str]] = {}
     for s in machine.states:
         columns.setdefault(layer[s], []).append(s)

@@ -195,21 +195,30 @@ def _ticks(app: App, now: int, started_at: int | None) -> tuple[list[dict[str, A
         except LedgerError:
             runs = []
         grace = max(3 * t.seconds, t.seconds + 60) * 1000
-        row: dict[str, Any] = {"name": t.name, "every": t.every, "seconds": t.seconds, "late": False}
+        every = every_text(t.seconds)
+        row: dict[str, Any] = {"name": t.name, "every": every, "seconds": t.seconds, "late": False}
         if runs:
             r = runs[0]
             row["lastRun"] = {"scheduledAt": r.scheduled_at, "finishedAt": r.finished_at, "outcome": r.outcome, "error": r.error}
             if now - r.scheduled_at > grace:
                 row["late"] = True
                 items.append(Item("tick-late", f"tick {t.name} has not run on time",
-                                  f"every {t.every}; last run {(now - r.scheduled_at) // 1000} s ago", since=r.scheduled_at))
+                                  f"every {every}; last run {(now - r.scheduled_at) // 1000} s ago", since=r.scheduled_at))
             if r.outcome == "error":
                 items.append(Item("tick-failed", f"tick {t.name} failed", str(r.error or ""), since=r.finished_at))
         elif started_at is not None and now - started_at > grace:
             row["late"] = True
-            items.append(Item("tick-late", f"tick {t.name} has not run on time", f"every {t.every}; it has never run", since=started_at))
+            items.append(Item("tick-late", f"tick {t.name} has not run on time", f"every {every}; it has never run", since=started_at))
         rows.append(row)
     return rows, items
+
+
+def every_text(seconds: float) -> str:
+    """An interval as people write it: ``30s``, ``1m``, ``1h``."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def _probes(app: App) -> tuple[list[dict[str, Any]], list[Item]]:

@@ -290,13 +290,13 @@ async def publish_submit(console: Console, request: Request) -> Response:
     account = form.account or section.accounts.get(form.platform, "")
     if form.platform in PLATFORMS and not account:
         errors.setdefault("account", []).append(f"no account: give one, or set publish.accounts.{form.platform} on the hub")
-    if errors:
-        return await _publish_view(console, request, session, form, errors, 422)
+    hosts = list(section.image_hosts) or None
     body = new_request(form.platform, account=account, slug=form.slug, caption=form.caption, images=form.images,
                        at=form.at_iso, reply_to=form.reply_to or None, now_ms=now)
-    hosts = list(section.image_hosts) or None
-    for sentence in problems(body, now_ms=now, image_hosts=hosts, local_files=False):
-        errors.setdefault(field_for(sentence), []).append(sentence)
+    if "platform" not in errors:
+        for sentence in problems(body, now_ms=now, image_hosts=hosts, local_files=False):
+            if not (sentence.startswith("account") and "account" in errors):
+                errors.setdefault(field_for(sentence), []).append(sentence)
     if errors:
         return await _publish_view(console, request, session, form, errors, 422)
     try:

@@ -1,0 +1,61 @@
+"""A real `skyhub run` with a vault key, and a console client that signs in like a browser
+(cookies, the CSRF value from each form)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.hubproc import Hub
+from vault import new_key_text
+
+_CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def csrf_of(html: str) -> str:
+    found = _CSRF.search(html)
+    assert found, "the page has no form with a CSRF value"
+    return found.group(1)
+
+
+class Console:
+    """The console over HTTP as one person's browser would use it."""
+
+    def __init__(self, url: str) -> None:
+        self.http = httpx.Client(base_url=url, follow_redirects=False, timeout=30)
+
+    def sign_in(self, token: str) -> httpx.Response:
+        page = self.http.get("/console/sign-in")
+        return self.http.post("/console/sign-in", data={"csrf": csrf_of(page.text), "token": token, "next": "/"})
+
+    def csrf(self, path: str = "/") -> str:
+        return csrf_of(self.http.get(path).text)
+
+    def post(self, path: str, data: dict[str, str], *, form_page: str = "/", **kwargs: object) -> httpx.Response:
+        return self.http.post(path, data={"csrf": self.csrf(form_page), **data}, **kwargs)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.http.close()
+
+
+@pytest.fixture
+def key_text() -> str:
+    return new_key_text()
+
+
+@pytest.fixture
+def hub(tmp_path: Path, key_text: str) -> Iterator[Hub]:
+    hub = Hub(f"sqlite:///{tmp_path}/skyhub.db", tmp_path, env={"SKYHUB_VAULT_KEY": key_text})
+    yield hub
+    hub.stop()
+
+
+@pytest.fixture
+def console(hub: Hub) -> Iterator[Console]:
+    c = Console(hub.url)
+    yield c
+    c.close()

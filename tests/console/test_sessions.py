@@ -1,0 +1,180 @@
+"""Sign-in, sessions, CSRF and the forms over HTTP against a real `skyhub run`: what a browser
+sees, byte for byte, without a browser (tests/console/test_browser.py drives Chromium)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import httpx
+
+from hub.auth import AUTH_DB, revoke_token
+from ledger import Ledger
+from publishers.queue import new_request, queue
+
+from .conftest import Console
+
+
+def test_pages_need_a_session_and_a_token_opens_one(hub, console):
+    first = console.http.get("/console/publish?status=error")
+    assert first.status_code == 303 and first.headers["location"] == "/console/sign-in?next=/console/publish%3Fstatus%3Derror"
+    bad = console.sign_in("skh_000000000000_" + "x" * 30)
+    assert bad.status_code == 401 and "Not signed in: unknown token." in bad.text and "skyhub_session" not in console.http.cookies
+    token = hub.token("ana")
+    signed = console.sign_in(token)
+    assert signed.status_code == 303 and signed.headers["location"] == "/"
+    cookie = signed.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie and "Secure" not in cookie  # plain http here
+    page = console.http.get("/")
+    assert page.status_code == 200 and "signed in as <strong>user:ana</strong>" in page.text
+    assert token not in page.text and token not in signed.text
+    session_id = console.http.cookies["skyhub_session"]
+    sessions = hub.admin.query(AUTH_DB, "kind", "session").docs
+    assert len(sessions) == 1 and sessions[0]["actor"] == "user:ana"
+    assert session_id not in json.dumps(sessions) and token.split("_")[2] not in json.dumps(sessions)  # only hashes and ids are kept
+
+
+def test_a_post_without_the_csrf_value_or_from_another_site_is_refused_and_writes_nothing(hub, console):
+    console.sign_in(hub.token("ana"))
+    post = {"platform": "threads", "account": "2900000000000001", "slug": "forged", "caption": "Hello"}
+    assert console.http.post("/console/publish", data=post).status_code == 403
+    assert console.http.post("/console/publish", data={**post, "csrf": "0" * 64}).status_code == 403
+    csrf = console.csrf("/console/publish")
+    assert console.http.post("/console/publish", data={**post, "csrf": csrf}, headers={"Origin": "http://evil.example"}).status_code == 403
+    assert console.http.post("/console/publish", data={**post, "csrf": csrf}, headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+    other = Console(hub.url)  # another person's valid CSRF value is not this session's
+    other.sign_in(hub.token("bob"))
+    assert console.http.post("/console/publish", data={**post, "csrf": other.csrf("/console/publish")}).status_code == 403
+    other.close()
+    assert hub.admin.query("requests", "kind", "publish-request").docs == []
+    ok = console.http.post("/console/publish", data={**post, "csrf": csrf}, headers={"Origin": hub.url, "Sec-Fetch-Site": "same-origin"})
+    assert ok.status_code == 303
+    assert [c.actor for c in hub.admin.history("requests", "threads:2900000000000001:forged")] == ["user:ana"]
+
+
+def test_a_revoked_token_ends_its_sessions_and_sign_out_ends_one(hub, console):
+    console.sign_in(hub.token("ana"))
+    assert console.http.get("/").status_code == 200
+    revoke_token(hub.admin, "ana")
+    assert console.http.get("/").headers["location"].startswith("/console/sign-in")
+    assert console.http.post("/console/publish", data={"csrf": "x"}).status_code in (401, 403)
+    console.sign_in(hub.token("ana"))
+    csrf = console.csrf()
+    cookie = console.http.cookies["skyhub_session"]
+    out = console.http.post("/console/sign-out", data={"csrf": csrf})
+    assert out.status_code == 303 and out.headers["location"] == "/console/sign-in"
+    assert console.http.get("/").status_code == 303
+    again = httpx.Client(base_url=hub.url, cookies={"skyhub_session": cookie}, follow_redirects=False)
+    assert again.get("/").headers["location"].startswith("/console/sign-in")  # the old cookie opens nothing
+    again.close()
+
+
+def test_a_bad_post_shows_each_sentence_next_to_its_field_and_writes_nothing(hub, console):
+    console.sign_in(hub.token("ana"))
+    form = {"platform": "ig", "account": "17841400000000000", "slug": "launch", "caption": "#a " * 31,
+            "image-1": "http://cdn.example.org/a.png", "alt-1": "A box", "alt-2": "orphan"}
+    page = console.post("/console/publish", form, form_page="/console/publish")
+    assert page.status_code == 422
+    html = page.text
+    for field, sentence in [
+        ("image-1", "image 1 must be an https URL (Instagram fetches it), got http://"),
+        ("image-1", "image 1 must be a JPEG (Instagram takes JPEG only): its URL should end in .jpg or .jpeg"),
+        ("caption", "an Instagram caption has at most 30 hashtags, got 31"),
+        ("image-2", "image 2 has alt text but no URL"),
+    ]:
+        block = html[html.index(f'<ul class="field-errors" id="{field}-error">'):]
+        assert sentence in block[: block.index("</ul>")], (field, sentence)
+        assert f'aria-describedby="{field}-error"' in html or f'{field}-error"' in html
+    assert 'value="launch"' in html  # what was typed comes back
+    assert hub.admin.query("requests", "kind", "publish-request").docs == []
+    late = console.post("/console/publish", {"platform": "threads", "account": "2900000000000001", "slug": "s", "caption": "Hi",
+                                             "at": "2020-01-01T09:00", "tz": "Europe/Paris"}, form_page="/console/publish")
+    assert late.status_code == 422 and "at (2020-01-01T09:00:00+01:00) is in the past" in late.text
+    zone = console.post("/console/publish", {"platform": "threads", "account": "2900000000000001", "slug": "s", "caption": "Hi",
+                                             "at": "2030-01-01T09:00", "tz": "Mars/Olympus"}, form_page="/console/publish")
+    assert zone.status_code == 422 and "time zone &#39;Mars/Olympus&#39; is not known" in zone.text
+    assert hub.admin.query("requests", "kind", "publish-request").docs == []
+    good = console.post("/console/publish", {"platform": "threads", "account": "2900000000000001", "slug": "s", "caption": "Hi",
+                                             "at": "2030-01-01T09:00", "tz": "Europe/Paris"}, form_page="/console/publish")
+    assert good.status_code == 303
+    doc = hub.admin.get("requests", "threads:2900000000000001:s")
+    assert doc["at"] == "2030-01-01T09:00:00+01:00" and doc["notBefore"] == 1893484800000
+
+
+def test_retry_and_cancel_where_the_machine_allows(hub, console):
+    console.sign_in(hub.token("ana"))
+    ana = Ledger(hub.admin, "user:ana")
+    failed, _ = queue(ana, new_request("threads", account="29", slug="f", caption="x", now_ms=hub.admin.clock.now_ms()))
+    hub.admin.put("requests", {**failed, "status": "error", "lastError": "Threads refused it", "attempts": 3}, actor="admin")
+    waiting, _ = queue(ana, new_request("threads", account="29", slug="w", caption="y", now_ms=hub.admin.clock.now_ms()))
+    page = console.http.get("/console/publish").text
+    assert 'aria-label="Retry threads:29:f"' in page and 'aria-label="Cancel threads:29:w"' in page
+    assert 'aria-label="Cancel threads:29:f"' not in page and 'aria-label="Retry threads:29:w"' not in page
+    assert console.post("/console/publish/retry", {"id": "threads:29:f"}, form_page="/console/publish").status_code == 303
+    retried = hub.admin.get("requests", "threads:29:f")
+    assert retried["status"] == "pending" and retried["attempts"] == 0 and "lastError" not in retried
+    assert console.post("/console/publish/cancel", {"id": "threads:29:w"}, form_page="/console/publish").status_code == 303
+    assert hub.admin.get("requests", "threads:29:w")["status"] == "cancelled"
+    again = console.post("/console/publish/cancel", {"id": "threads:29:w"}, form_page="/console/publish")
+    assert again.status_code == 422 and "only a post that is pending can be moved to cancelled" in again.text
+    assert hub.admin.history("requests", "threads:29:f")[-1].actor == "user:ana"
+
+
+def test_a_pasted_secret_never_comes_back(hub, console):
+    console.sign_in(hub.token("ana"))
+    canary = "CANARY-" + "s3cr3t" * 5
+    bad = console.post("/console/credentials", {"platform": "bluesky", "account": "shop.bsky.social", "secret": "{" + canary},
+                       form_page="/console/credentials")
+    assert bad.status_code == 422 and "looks like JSON but does not parse" in bad.text and canary not in bad.text
+    ok = console.post("/console/credentials", {"platform": "instagram", "account": "17841400000000000", "secret": canary},
+                      form_page="/console/credentials")
+    assert ok.status_code == 303 and canary not in ok.text and canary not in ok.headers.get("location", "")
+    doc = hub.admin.get("vault", "instagram:17841400000000000")
+    assert doc["status"] == "unverified" and doc["sealed"] and [c.actor for c in hub.admin.history("vault", doc["_id"])] == ["user:ana"]
+    seen = [console.http.get(p).text for p in ("/", "/console/credentials", "/console/doc/vault/instagram%3A17841400000000000",
+                                               "/console/db/vault?status=unverified")]
+    token = hub.token("reader")
+    seen.append(httpx.get(f"{hub.url}/v1/overview", headers={"Authorization": f"Bearer {token}"}).text)
+    for text in seen:
+        assert canary not in text and json.dumps(doc["sealed"])[1:40] not in text
+    assert "The sealed secret is never shown." in seen[2] and "(a new sealed secret: never shown)" in seen[2]
+
+
+def test_a_document_page_shows_every_revision_with_actor_and_what_changed(hub, console):
+    console.sign_in(hub.token("ana"))
+    doc = hub.admin.put("notes", {"status": "open", "text": "first"}, "n1", actor="user:ana")
+    hub.admin.put("notes", {"status": "closed", "text": "first"}, "n1", actor="user:bob", if_rev=doc["_rev"])
+    html = console.http.get("/console/doc/notes/n1").text
+    history = html[html.index('id="history"'):]
+    assert history.index("user:bob") < history.index("user:ana")  # newest first
+    assert "<del>open</del> → <ins>closed</ins>" in html
+    assert console.http.get("/console/doc/auth/token%3Aabc").status_code == 404
+
+
+def test_the_event_stream_resumes_from_the_last_event_id(hub, console):
+    console.sign_in(hub.token("ana"))
+    head = hub.admin.head_seq()
+    seen: list[dict] = []
+    got = threading.Event()
+
+    def read(since_header: str | None, want: int) -> None:
+        headers = {"Last-Event-ID": since_header} if since_header else {}
+        with console.http.stream("GET", f"/console/events?since={head}", headers=headers, timeout=30) as r:
+            assert r.headers["content-type"].startswith("text/event-stream")
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    seen.append(json.loads(line[6:]))
+                    if len(seen) >= want:
+                        got.set()
+                        return
+
+    t = threading.Thread(target=read, args=(None, 2), daemon=True)
+    t.start()
+    first = hub.admin.put("notes", {"status": "a"}, "x1", actor="user:ana")
+    hub.admin.put("notes", {"status": "b"}, "x2", actor="user:ana")
+    assert got.wait(10) and [e["id"] for e in seen] == ["x1", "x2"]
+    assert set(seen[0]) == {"seq", "db", "id", "status", "deleted"}  # never a document body
+    seen.clear()
+    got.clear()
+    read(str(hub.admin.history("notes", "x1")[0].seq), 1)  # a reconnect names the last event it got
+    assert [e["id"] for e in seen] == ["x2"] and first["_id"] == "x1"
