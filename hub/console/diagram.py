@@ -103,8 +103,8 @@ def machine_svg(machine: Machine, counts: dict[str, int], *, link: str | None = 
     ident = "m-" + "".join(ch if ch.isalnum() else "-" for ch in machine.name)
     summary = ", ".join(f"{s} {counts.get(s, 0)}" for s in machine.states)
     out = [
-        f'<svg class="machine" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {lay.width} {lay.height}" '
-        f'width="{lay.width}" height="{lay.height}" role="img" aria-labelledby="{ident}-t {ident}-d">',
+        f'<svg class="machine" data-machine="{escape(machine.name)}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {lay.width} {lay.height}" '
+        f'width="{lay.width}" height="{lay.height}" role="group" aria-labelledby="{ident}-t {ident}-d">',
         f'<title id="{ident}-t">State machine {escape(machine.name)}</title>',
         f'<desc id="{ident}-d">Documents by state: {escape(summary)}</desc>',
         '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
