@@ -56,8 +56,12 @@ class Item:
 
 
 def is_failure(machine: Machine | None, status: str) -> bool:
-    """Whether ``status`` is a failure a person should look at (a terminal error state)."""
-    return status in FAILURE_STATES and (machine is None or status in machine.terminal)
+    """Whether ``status`` is a failure a person should look at: an end state, or one only a
+    person moves on from (``error`` -> retry), named ``error``, ``failed`` or ``build-failed``."""
+    if status not in FAILURE_STATES:
+        return False
+    return machine is None or status in machine.terminal or all(
+        not any(p.kind in ("tick", "handler", "device") for p in e.by) for e in machine.edges if status in e.src and e.dst != status)
 
 
 def overview(app: App, *, started_at: int | None = None) -> dict[str, Any]:

@@ -1,0 +1,79 @@
+"""``GET /metrics``: scraped from a real hub while jobs run, the counts move; loopback or a
+person's token, nothing else."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.requests import Request
+
+from hub.app import build_app
+from hub.auth import add_user
+from hub.console.web import Console
+from hub.settings import load_settings
+from tests.hubproc import Hub
+
+
+def scrape(url: str, **kwargs: object) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    r = httpx.get(f"{url}/metrics", **kwargs)  # type: ignore[arg-type]
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(r.text) for s in f.samples}
+
+
+def value(samples: dict, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_a_scrape_while_jobs_run_finds_the_counts_moving(tmp_path):
+    hub = Hub(f"sqlite:///{tmp_path}/skyhub.db", tmp_path, env={"SKYHUB_SWEEP__SAFETY_INTERVAL": "1s"})
+    try:
+        before = scrape(hub.url)
+        assert value(before, "skyhub_documents", db="jobs", kind="job", status="done") == 0
+        token = hub.token("ana")
+        with httpx.Client(base_url=hub.url, headers={"Authorization": f"Bearer {token}"}) as api:
+            for i in range(20):
+                assert api.post("/v1/db/jobs/docs", json={"type": "job", "status": "pending", "input": {"n": i}}).status_code == 200
+        deadline = time.monotonic() + 30
+        while True:
+            now = scrape(hub.url)
+            if value(now, "skyhub_documents", db="jobs", kind="job", status="done") == 20 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert value(now, "skyhub_documents", db="jobs", kind="job", status="done") == 20
+        assert value(now, "skyhub_documents", db="jobs", kind="job", status="pending") == 0
+        assert value(now, "skyhub_http_requests_total", route="/v1/db/{db}/docs", method="POST", status="200") == 20
+        assert value(now, "skyhub_http_requests_total", route="/metrics", method="GET", status="200") >= 1
+        assert ("skyhub_feed_behind", (("handler", "on_change"),)) in now
+        assert not [k for k in now if k[0] == "skyhub_documents" and dict(k[1]).get("db") == "auth"]  # sessions and tokens stay private
+        deadline = time.monotonic() + 20
+        while value(now, "skyhub_tick_runs_total", tick="sweep", outcome="ok") < 1 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = scrape(hub.url)
+        assert value(now, "skyhub_tick_runs_total", tick="sweep", outcome="ok") >= 1
+        assert value(now, "skyhub_tick_duration_seconds_count", tick="sweep") >= 1
+        assert value(now, "skyhub_credentials_needing_reauth") == 0
+        wrong = httpx.get(f"{hub.url}/metrics", headers={"Authorization": "Bearer skh_000000000000_" + "x" * 30})
+        assert wrong.status_code == 200  # loopback needs no token; from elsewhere see below
+    finally:
+        hub.stop()
+
+
+def _request(client: str, authorization: str | None = None) -> Request:
+    headers = [(b"authorization", authorization.encode())] if authorization else []
+    return Request({"type": "http", "method": "GET", "path": "/metrics", "headers": headers, "client": (client, 50000),
+                    "query_string": b""})
+
+
+def test_metrics_from_another_machine_need_a_persons_token(tmp_path):
+    app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"))
+    try:
+        console = Console.make(app)
+        token = add_user(app.store, "ops")
+        assert console.metrics_allowed(_request("127.0.0.1")) and console.metrics_allowed(_request("::1"))
+        assert not console.metrics_allowed(_request("192.0.2.10"))
+        assert not console.metrics_allowed(_request("192.0.2.10", "Bearer skh_000000000000_" + "x" * 30))
+        assert console.metrics_allowed(_request("192.0.2.10", f"Bearer {token}"))
+    finally:
+        app.stop()
