@@ -60,7 +60,7 @@ class Front:
 def mount(api: FastAPI, app: App) -> Console:
     """Serve the console in front of ``api`` (see the module docstring). Call it last in
     ``create_api``, so the console is the outermost layer."""
-    console = Console.make(app)
+    console = Console.make(app, lambda: str(getattr(api.state, "public_url", "") or ""))
     api.add_middleware(Front, console=console, api=api)
     api.state.console = console
     return console

@@ -355,7 +355,7 @@ async def mentions_page(console: Console, request: Request) -> Response:
 # ---- credentials ----------------------------------------------------------------------------
 async def _credentials_view(console: Console, request: Request, session: Session, form: dict[str, Any],
                             errors: dict[str, list[str]], status_code: int = 200) -> Response:
-    creds = await run_in_threadpool(lambda: Vault(Ledger(console.app.store, session.actor), console.app.key).list())
+    creds = await run_in_threadpool(lambda: Vault(Ledger(console.app.store, session.actor), console.vault_key).list())
     creds.sort(key=lambda c: (not (c.get("needsReauth") or c.get("status") == "needs-reauth"), c["id"]))
     return console.render("credentials.html", request, session, title="Credentials", creds=creds, form=form, errors=errors,
                           cred_platforms=list(CRED_PLATFORMS), key_problem=console.app.vault_key_problem(), status_code=status_code)
@@ -388,7 +388,7 @@ async def credentials_paste(console: Console, request: Request) -> Response:
         return await _credentials_view(console, request, session, form, errors, 422)
 
     def store_it() -> dict[str, Any]:
-        meta = Vault(Ledger(console.app.store, session.actor), console.app.key).put(platform, account, secret)
+        meta = Vault(Ledger(console.app.store, session.actor), console.vault_key).put(platform, account, secret)
         if form["verify"]:
             from vault.rotation import verify
 
@@ -433,8 +433,12 @@ def _event(c: Change) -> str:
 @page_route
 async def events(console: Console, request: Request) -> Response:
     """Server-sent events for the page: one small event per change (database, id, status:
-    never a document body, so nothing sealed can travel), resumed from ``Last-Event-ID``."""
-    session = await console.session(request)
+    never a document body, so nothing sealed can travel), resumed from ``Last-Event-ID``.
+    Without a live session: 401 (an EventSource stops on it; the page then goes to sign-in)."""
+    try:
+        session = await console.session(request)
+    except SignInNeeded:
+        return Response("your session has ended: sign in again", status_code=401, headers=SECURITY_HEADERS)
     store = console.app.store
     last = request.headers.get("last-event-id", "")
     since = request.query_params.get("since", "")

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import inspect
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,10 +73,10 @@ class Session:
 class Sessions:
     """Signing in and out, and the per-request check (see the module docstring)."""
 
-    def __init__(self, store: Store, *, lifetime_ms: int = SESSION_MS) -> None:
+    def __init__(self, store: Store, *, lifetime_ms: int = SESSION_MS, hub_url: Callable[[], str] = lambda: "") -> None:
         self.store = store
         self.lifetime_ms = lifetime_ms
-        self.authenticator = Authenticator(store)
+        self.authenticator = authenticator(store, hub_url)
 
     def sign_in(self, token: str) -> tuple[str, Session]:
         """Check ``token`` as the API does and open a session. Returns (the cookie value, the session).
@@ -132,6 +134,14 @@ class Sessions:
                 continue
             except NotFound:
                 return
+
+
+def authenticator(store: Store, hub_url: Callable[[], str]) -> Authenticator:
+    """The API's authenticator over ``store``. (Device signatures name the hub's URL once the
+    hardened hub lands: its constructor then takes ``hub_url``.)"""
+    if "hub_url" in inspect.signature(Authenticator).parameters:
+        return Authenticator(store, hub_url)  # type: ignore[call-arg,arg-type,unused-ignore]
+    return Authenticator(store)
 
 
 def new_presession() -> str:

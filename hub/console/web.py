@@ -74,12 +74,17 @@ class Console:
     started_at: int
 
     @classmethod
-    def make(cls, app: App) -> Console:
+    def make(cls, app: App, hub_url: Callable[[], str] = lambda: "") -> Console:
         env = Environment(loader=PackageLoader("hub.console", "templates"), autoescape=select_autoescape(["html"]),
                           trim_blocks=True, lstrip_blocks=True)
         env.globals.update(when=when, doc_url=doc_url, nav=NAV)
         activity = Activity(app.store, app.rules)
-        return cls(app, Sessions(app.store), env, activity, Metrics(app, activity), app.store.clock.now_ms())
+        return cls(app, Sessions(app.store, hub_url=hub_url), env, activity, Metrics(app, activity), app.store.clock.now_ms())
+
+    @property
+    def vault_key(self) -> Any:
+        """The vault's master key loader (``App.key``; ``App.master_key`` in the hardened hub)."""
+        return getattr(self.app, "key", None) or getattr(self.app, "master_key")  # noqa: B009
 
     # ---- sessions and forms ----------------------------------------------------------------
     def https(self, request: Request) -> bool:

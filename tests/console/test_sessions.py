@@ -178,3 +178,24 @@ def test_the_event_stream_resumes_from_the_last_event_id(hub, console):
     got.clear()
     read(str(hub.admin.history("notes", "x1")[0].seq), 1)  # a reconnect names the last event it got
     assert [e["id"] for e in seen] == ["x2"] and first["_id"] == "x1"
+
+
+def test_an_open_stream_ends_when_its_token_is_revoked(hub, console):
+    console.sign_in(hub.token("ana"))
+    ended, opened = threading.Event(), threading.Event()
+    lines: list[str] = []
+
+    def read() -> None:
+        with console.http.stream("GET", "/console/events", timeout=30) as r:
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                opened.set()
+                lines.append(line)
+        ended.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert opened.wait(10)
+    revoke_token(hub.admin, "ana")
+    assert ended.wait(20), "the stream stayed open after its token was revoked"
+    assert "event: signed-out" in lines
+    assert console.http.get("/console/events").status_code == 401  # and it does not open again

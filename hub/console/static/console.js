@@ -67,5 +67,8 @@
   source.addEventListener("open", function () { say("live"); });
   source.addEventListener("change", function (e) { body.dataset.lastEvent = e.lastEventId; schedule(); });
   source.addEventListener("signed-out", function () { source.close(); location.assign("/console/sign-in"); });
-  source.addEventListener("error", function () { say(source.readyState === EventSource.CLOSED ? "offline" : "reconnecting…"); });
+  source.addEventListener("error", function () {
+    if (source.readyState === EventSource.CLOSED) { say("offline"); refresh(); }  // a 401: refresh() finds the sign-in redirect
+    else say("reconnecting…");
+  });
 })();
