@@ -46,10 +46,12 @@ class PublishForm:
 
     @classmethod
     def empty(cls) -> PublishForm:
+        """A blank form."""
         return cls()
 
     @classmethod
     def read(cls, fields: dict[str, str]) -> PublishForm:
+        """The form as POSTed (image rows without a URL are left out; their alt text is an error)."""
         images: list[dict[str, str]] = []
         orphans = []
         for n in range(1, MAX_IMAGES + 1):
@@ -90,4 +92,5 @@ class PublishForm:
 
     @property
     def replyTo(self) -> str:  # noqa: N802 - the template's name for the field
+        """The reply-to field, under the name the template uses."""
         return self.reply_to

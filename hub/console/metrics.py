@@ -56,6 +56,7 @@ class _TickRuns:
         self.lock = threading.Lock()
 
     def update(self, app: App) -> None:
+        """Count the runs of every tick that finished since the last scrape."""
         with self.lock:
             for t in app.ticks:
                 runs = app.store.tick_runs(t.name, limit=20)
@@ -80,6 +81,7 @@ class StoreCollector(Collector):
         self._histograms: dict[str, list[float]] = {}
 
     def collect(self) -> Iterable[Metric]:
+        """Every metric read from the store, as Prometheus families."""
         app = self.app
         docs = GaugeMetricFamily("skyhub_documents", "Live documents by database, kind and status", labels=["db", "kind", "status"])
         reauth = GaugeMetricFamily("skyhub_credentials_needing_reauth", "Credentials a person must paste again")
@@ -160,6 +162,7 @@ class Metrics:
         return generate_latest(self.registry)
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Count one HTTP request."""
         self.requests.labels(route, method, str(status)).inc()
         self.latency.labels(route).observe(seconds)
 

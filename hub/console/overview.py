@@ -46,6 +46,7 @@ class Item:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
+        """The item as JSON-ready data."""
         out: dict[str, Any] = {"what": self.what, "title": self.title, "reason": self.reason}
         for key in ("db", "id", "status", "since"):
             value = getattr(self, key)

@@ -82,6 +82,7 @@ def _quote(text: str) -> str:
 # ---- sign-in ---------------------------------------------------------------------------------
 @page_route
 async def sign_in_page(console: Console, request: Request) -> Response:
+    """The sign-in form (a password field), or on to the page when already signed in."""
     found = await run_in_threadpool(console.sessions.check, request.cookies.get(COOKIE))
     if found is not None:
         return RedirectResponse(_safe_next(request.query_params.get("next")), status_code=303)
@@ -98,6 +99,7 @@ def _sign_in_form(console: Console, request: Request, error: str | None, status:
 
 @page_route
 async def sign_in(console: Console, request: Request) -> Response:
+    """Check the pasted token as the API does and open a session."""
     fields = await console.form(request, request.cookies.get(PRE_COOKIE))
     token = fields.get("token", "")
     if not token.strip():
@@ -114,6 +116,7 @@ async def sign_in(console: Console, request: Request) -> Response:
 
 @page_route
 async def sign_out(console: Console, request: Request) -> Response:
+    """End this session."""
     session = await console.session(request)
     await console.form(request, session.cookie)
     await run_in_threadpool(console.sessions.sign_out, session)
@@ -125,6 +128,7 @@ async def sign_out(console: Console, request: Request) -> Response:
 # ---- overview, lists, a document ------------------------------------------------------------
 @page_route
 async def overview_page(console: Console, request: Request) -> Response:
+    """The overview: what needs a person, counts, machines, ticks, the feed."""
     session = await console.session(request)
     data = await run_in_threadpool(overview, console.app, started_at=console.started_at)
     machines = {m.name: m for m in console.app.rules.machines}
@@ -135,6 +139,7 @@ async def overview_page(console: Console, request: Request) -> Response:
 
 @page_route
 async def db_list(console: Console, request: Request) -> Response:
+    """One page of a database's documents in one status (through the status index)."""
     session = await console.session(request)
     db = request.path_params["db"]
     if db == AUTH_DB:
@@ -160,6 +165,7 @@ def _show(value: Any) -> str:
 
 @page_route
 async def doc_page(console: Console, request: Request) -> Response:
+    """One document: its fields (never a sealed secret) and every revision with actor, time and what changed."""
     session = await console.session(request)
     db, doc_id = request.path_params["db"], request.path_params["doc_id"]
     if db == AUTH_DB:
@@ -275,12 +281,14 @@ async def _publish_view(console: Console, request: Request, session: Session, fo
 
 @page_route
 async def publish_page(console: Console, request: Request) -> Response:
+    """The publishing form and the queue."""
     session = await console.session(request)
     return await _publish_view(console, request, session, PublishForm.empty(), {})
 
 
 @page_route
 async def publish_submit(console: Console, request: Request) -> Response:
+    """Queue a post as the signed-in person; on a mistake, each sentence next to its field and nothing written."""
     session = await console.session(request)
     fields = await console.form(request, session.cookie)
     form = PublishForm.read(fields)
@@ -336,6 +344,7 @@ def _publish_move(verb: str) -> Endpoint:
 # ---- mention builds -------------------------------------------------------------------------
 @page_route
 async def mentions_page(console: Console, request: Request) -> Response:
+    """Mention builds by status."""
     session = await console.session(request)
     machine = console.app.rules.machine_for(REQUESTS, {"kind": "mention"})
     states = list(machine.states) if machine else []
@@ -363,12 +372,14 @@ async def _credentials_view(console: Console, request: Request, session: Session
 
 @page_route
 async def credentials_page(console: Console, request: Request) -> Response:
+    """Credentials and the paste form."""
     session = await console.session(request)
     return await _credentials_view(console, request, session, {"platform": "instagram", "account": "", "verify": False}, {})
 
 
 @page_route
 async def credentials_paste(console: Console, request: Request) -> Response:
+    """Store a new secret through ``Vault.put`` as the signed-in person; it is never shown again."""
     session = await console.session(request)
     fields = await console.form(request, session.cookie)
     platform, account = fields.get("platform", ""), fields.get("account", "").strip()
@@ -411,6 +422,7 @@ async def credentials_paste(console: Console, request: Request) -> Response:
 # ---- activity (charts) ----------------------------------------------------------------------
 @page_route
 async def activity_page(console: Console, request: Request) -> Response:
+    """Finished per minute and queue depth over the last hour."""
     session = await console.session(request)
     await run_in_threadpool(console.activity.advance, 3)
     series = console.activity.series()
@@ -495,6 +507,7 @@ async def events(console: Console, request: Request) -> Response:
 
 # ---- static, metrics, the overview as JSON ---------------------------------------------------
 async def static(console: Console, request: Request) -> Response:
+    """A file shipped in ``hub/console/static``."""
     found = static_file(request.path_params["path"])
     if found is None:
         return Response("not found", status_code=404)
@@ -503,6 +516,7 @@ async def static(console: Console, request: Request) -> Response:
 
 
 async def metrics(console: Console, request: Request) -> Response:
+    """``GET /metrics``: to loopback or a person's token."""
     if not await run_in_threadpool(console.metrics_allowed, request):
         return Response("metrics need a person's token (Authorization: Bearer skh_...) or a request from this machine\n",
                         status_code=401, headers={"WWW-Authenticate": 'Bearer realm="skyhub"'})

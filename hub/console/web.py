@@ -75,6 +75,7 @@ class Console:
 
     @classmethod
     def make(cls, app: App, hub_url: Callable[[], str] = lambda: "") -> Console:
+        """The console of ``app``: its templates, sessions, activity reader and metrics."""
         env = Environment(loader=PackageLoader("hub.console", "templates"), autoescape=select_autoescape(["html"]),
                           trim_blocks=True, lstrip_blocks=True)
         env.globals.update(when=when, doc_url=doc_url, nav=NAV)
@@ -133,17 +134,21 @@ class Console:
             raise Refused(403, "a form from an opaque origin is refused")
 
     def set_session_cookie(self, response: Response, request: Request, value: str, max_age: int | None) -> None:
+        """Set the session cookie (HttpOnly, SameSite=Strict, Path=/, Secure over https)."""
         response.set_cookie(COOKIE, value, max_age=max_age, path="/", httponly=True, samesite="strict", secure=self.https(request))
 
     def clear_cookies(self, response: Response, request: Request) -> None:
+        """Remove the session cookie."""
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=self.https(request))
 
     def pre_cookie(self, response: Response, request: Request, value: str) -> None:
+        """Set the sign-in form's pre-session cookie (its CSRF secret)."""
         response.set_cookie(PRE_COOKIE, value, max_age=3600, path="/console/sign-in", httponly=True, samesite="strict",
                             secure=self.https(request))
 
     # ---- rendering --------------------------------------------------------------------------
     def render(self, name: str, request: Request, session: Session | None, *, status_code: int = 200, **values: Any) -> HTMLResponse:
+        """A page from ``templates/NAME``, with the session and the change log's head (where live updates start)."""
         try:
             seq = self.app.store.head_seq() if session else 0
         except Exception:  # noqa: BLE001 - a page still renders when the head cannot be read
@@ -153,6 +158,7 @@ class Console:
         return HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
 
     def refused(self, exc: Refused) -> Response:
+        """The answer to a refused POST: the status and its sentence."""
         return PlainTextResponse(exc.reason, status_code=exc.status, headers=SECURITY_HEADERS)
 
     def metrics_allowed(self, request: Request) -> bool:
