@@ -199,3 +199,25 @@ def test_an_open_stream_ends_when_its_token_is_revoked(hub, console):
     assert ended.wait(20), "the stream stayed open after its token was revoked"
     assert "event: signed-out" in lines
     assert console.http.get("/console/events").status_code == 401  # and it does not open again
+
+
+def test_the_cookie_is_secure_when_the_console_is_served_over_https(tmp_path):
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from hub.app import build_app
+    from hub.console.web import Console as Web
+    from hub.settings import load_settings
+
+    app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"))
+    try:
+        web = Web.make(app)
+        for scheme, secure in (("https", True), ("http", False)):
+            request = Request({"type": "http", "method": "GET", "path": "/", "headers": [], "scheme": scheme,
+                               "server": ("hub.example.org", 443), "query_string": b""})
+            response = Response()
+            web.set_session_cookie(response, request, "sid", 60)
+            cookie = response.headers["set-cookie"]
+            assert ("Secure" in cookie) is secure and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    finally:
+        app.stop()
