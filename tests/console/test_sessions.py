@@ -221,3 +221,20 @@ def test_the_cookie_is_secure_when_the_console_is_served_over_https(tmp_path):
             assert ("Secure" in cookie) is secure and "HttpOnly" in cookie and "SameSite=strict" in cookie
     finally:
         app.stop()
+
+
+def test_mention_builds_show_author_text_reason_log_page_and_reply(hub, console):
+    console.sign_in(hub.token("ana"))
+    base = {"kind": "mention", "uri": "at://did:plc:a/app.bsky.feed.post/1", "cid": "c", "authorDid": "did:plc:a",
+            "authorHandle": "ana.bsky.social", "text": "@ourbot make me a pomodoro timer", "attempts": 1}
+    hub.admin.put("requests", {**base, "status": "build-failed", "lastError": "npm ERR! line one\nthe tail of the log"}, "m1", actor="admin")
+    hub.admin.put("requests", {**base, "status": "replied", "result": {"url": "https://pages.example.org/m2/"},
+                               "permalink": "https://bsky.app/profile/ourbot/post/3k"}, "m2", actor="admin")
+    hub.admin.put("requests", {**base, "status": "skipped", "skipReason": "daily cap"}, "m3", actor="admin")
+    failed = console.http.get("/console/mentions?status=build-failed").text
+    assert "ana.bsky.social" in failed and "make me a pomodoro timer" in failed and "the tail of the log" in failed
+    replied = console.http.get("/console/mentions?status=replied").text
+    assert 'href="https://pages.example.org/m2/"' in replied and 'href="https://bsky.app/profile/ourbot/post/3k"' in replied
+    assert "daily cap" in console.http.get("/console/mentions?status=skipped").text
+    first = console.http.get("/console/mentions").text  # the first state with documents
+    assert "<caption>skipped</caption>" in first or "<caption>build-failed</caption>" in first
