@@ -11,7 +11,6 @@ from typing import Any
 
 import click
 
-from ledger import parse_interval
 from ledger.text import cell, iso, table
 
 from .cliutil import State, json_option
@@ -75,6 +74,8 @@ def status(state: State, as_json: bool, watch: bool, every: str) -> None:
 
     Example: skyhub status --watch --every 2s
     """
+    from ledger import parse_interval
+
     seconds = parse_interval(every)
     read, close = _reader(state)
     try:
