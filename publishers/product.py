@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ledger import ADMIN, Interval, Policy, Product, Section, Tick, tick, user
+from ledger import ADMIN, Policy, Product, Tick, tick, user
+from ledger.section import Interval, Section
 
 from .machine import DB, PUBLISH
 
