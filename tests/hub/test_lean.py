@@ -26,8 +26,8 @@ try:
 except SystemExit as exc:
     code = exc.code
 names = {m.split(".")[0].split("_")[0] if m.startswith("atproto") else m.split(".")[0] for m in sys.modules}
-print(json.dumps({"code": code, "loaded": sorted(m for m in %r if m in names)}), file=sys.stderr)
-""" % (HEAVY,)
+print(json.dumps({"code": code, "loaded": sorted(m for m in HEAVY if m in names)}), file=sys.stderr)
+""".replace("HEAVY", repr(HEAVY))
 
 
 def loaded_by(tmp_path, *args):
