@@ -340,6 +340,9 @@ def create_api(app: App) -> FastAPI:
             return JSONResponse({"mermaid": text})
         return [m.describe() for m in ms]
 
+    from .api_publish import publish_router
+
+    api.include_router(publish_router(app))
     return api
 
 

@@ -231,6 +231,11 @@ class RemoteStore:
     def vault_rm(self, cred_id: str) -> None:
         self._request("DELETE", f"/v1/vault/credentials/{quote(cred_id, safe='')}")
 
+    # ---- publishing --------------------------------------------------------------------------
+    def publish_queue(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Queue a post (``POST /v1/publish``, safe to repeat): ``{"id", "queued", "status"}``."""
+        return self._request("POST", "/v1/publish", json=body)  # type: ignore[no-any-return]
+
     def subscribe(self, listener: Callable[[Change | None], None]) -> Callable[[], None]:
         raise LedgerError("subscribing runs inside the hub; over the network use follow()")
 

@@ -84,7 +84,9 @@ class PlatformSettings(Section):
     threads_url: str = "https://graph.threads.net"
     """the Threads API host"""
     graph_version: str = "v21.0"
-    """the Graph API version used on every Meta host"""
+    """the Graph API version used on the Instagram and Facebook hosts"""
+    threads_version: str = "v1.0"
+    """the Threads API version"""
     timeout: Interval = 10.0
     """the time limit of one call to a platform"""
 

@@ -15,8 +15,9 @@ import click
 from ledger import Env, Ledger, NotFound, Usage
 from ledger.text import cell, iso, table
 
+from .listing import listing, next_step
 from .machine import DB, KIND
-from .queue import new_request, queue, request_id
+from .queue import API_FIELDS, new_request, queue, request_id
 from .validate import BSKY_IMAGE_BYTES, PLATFORMS, is_local
 
 
@@ -67,7 +68,7 @@ def _queue_command(platform: str) -> click.Command:
         body = new_request(platform, account=account, slug=slug, caption=caption, images=pairs, at=at, reply_to=reply_to,
                            now_ms=env.store.clock.now_ms())
         if env.remote:
-            out = cast(RemotePublisher, env.store).publish_queue(body)
+            out = cast(RemotePublisher, env.store).publish_queue({k: body[k] for k in API_FIELDS if k in body})
         else:
             doc, queued = queue(Ledger(env.store, actor), body, image_hosts=list(section.image_hosts) or None)
             out = {"id": doc["_id"], "queued": queued, "status": doc["status"], "rev": doc["_rev"]}
@@ -94,36 +95,6 @@ for _platform in PLATFORMS:
     publish_group.add_command(_queue_command(_platform))
 
 
-NEXT = {
-    "pending": "create the container(s)", "items-created": "create the carousel", "carousel-created": "publish",
-    "done": "", "error": "a person: retry or cancel", "skipped": "", "cancelled": "",
-}
-
-
-def next_step(doc: dict[str, Any]) -> str:
-    """What the tick does next with this request, in words."""
-    if doc.get("held"):
-        return f"held: {doc['held'].get('reason', '')}"
-    if doc.get("platform") == "bsky" and doc.get("status") == "pending":
-        return "post the record"
-    if doc.get("status") == "pending" and len(doc.get("images") or []) <= 1:
-        return "create the container"
-    return NEXT.get(str(doc.get("status")), "")
-
-
-def _requests(env: Env, platform: str | None, status: str | None, limit: int) -> list[dict[str, Any]]:
-    db = Ledger(env.store, env.actor())
-    docs: list[dict[str, Any]] = []
-    source = db.query_all(DB, "status", status) if status else db.query_all(DB, "kind", KIND)
-    for doc in source:
-        if doc.get("kind") != KIND or (platform and doc.get("platform") != platform):
-            continue
-        docs.append(doc)
-        if len(docs) >= limit:
-            break
-    return docs
-
-
 @publish_group.command("ls")
 @click.option("--platform", type=click.Choice(list(PLATFORMS)), help="Only this platform.")
 @click.option("--status", help="Only this status (pending, items-created, carousel-created, done, error, skipped, cancelled).")
@@ -135,7 +106,7 @@ def publish_ls(env: Env, platform: str | None, status: str | None, limit: int, a
 
     Example: skyhub publish ls --platform ig --status error
     """
-    docs = _requests(env, platform, status, limit)
+    docs = listing(env.store, platform=platform, status=status, limit=limit)
     if as_json:
         click.echo(json.dumps([{**d, "nextStep": next_step(d)} for d in docs], ensure_ascii=False))
         return
@@ -193,8 +164,8 @@ def publish_retry(env: Env, request: str) -> None:
 
     Example: skyhub publish retry ig:17841400000000000:launch
     """
-    _move(env, request, "pending", ("error",), attempts=0, lastError=None, recreates=None, intent=None,
-          containers=None, carouselId=None, held=None)
+    _move(env, request, "pending", ("error",), attempts=0, lastError=None, recreates=None, intent=None, containers=None,
+          carouselId=None, carouselAt=None, checks=None, held=None, notBefore=None, fetchedAgain=None, rkey=None)
 
 
 @publish_group.command("cancel")
@@ -208,4 +179,4 @@ def publish_cancel(env: Env, request: str) -> None:
     _move(env, request, "cancelled", ("pending",))
 
 
-__all__ = ["publish_group", "request_id"]
+__all__ = ["next_step", "publish_group", "request_id"]

@@ -1,7 +1,8 @@
 """The publishers' exceptions.
 
     PublishError            root (a LedgerError: the CLI and API map it like the rest)   502, exit 1
-    └── PostInvalid         the post breaks a platform's rule: nothing was written       422, exit 2
+    ├── PostInvalid         the post breaks a platform's rule: nothing was written       422, exit 2
+    └── ContentProblem      an image cannot be fetched or read, the post replied to is gone 502, exit 1
 
 Platform failures are ``platforms.errors`` classes; these are the publishers' own.
 """
@@ -25,3 +26,14 @@ class PostInvalid(PublishError):
     code = "invalid_post"
     status = 422
     exit_code = EXIT_USAGE
+
+
+class ContentProblem(PublishError):
+    """The post cannot be made as queued: an image cannot be fetched or read, or the post it
+    replies to is gone. ``permanent`` tells a content problem from one worth trying again."""
+
+    code = "content_problem"
+
+    def __init__(self, reason: str, *, permanent: bool) -> None:
+        super().__init__(reason)
+        self.permanent = permanent

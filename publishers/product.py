@@ -27,13 +27,23 @@ class PublishSettings(Section):
     check_every: Interval = 60.0
     """the wait between those checks"""
     republish_after: Interval = 60.0
-    """a publish whose outcome is unknown is read back; still FINISHED this long after its intent, it is tried again (an attempt)"""
+    """an unfinished call older than this is resolved: a publish is read back and, still FINISHED, tried again (an attempt); containers are made again; a Bluesky post is read back under its record key"""
     containers_per_day: int = 400
-    """containers an Instagram account may create in 24 hours (Meta's limit)"""
+    """containers an Instagram or Threads account may create in 24 hours (Meta's limit: 400)"""
+    quota_wait: Interval = 3600.0
+    """a post whose account has used its publishing limit (Instagram 100, Threads 250 posts in 24 hours) is tried again this much later"""
+    rate_limit_wait: Interval = 900.0
+    """an account that hit a rate limit (or reports over 90 % of one used) waits this long when the platform names no reset time"""
+    retries: int = 3
+    """tries of a read (status, limit, permalink) that timed out or answered 5xx; calls that create or publish are never repeated"""
+    retry_wait: Interval = 0.5
+    """first wait between those tries; it doubles"""
 
 
 def _ticks(section: PublishSettings) -> Sequence[Tick]:
-    return []  # the publish tick joins with the platform steps
+    from .tick import publish
+
+    return [Tick("publish", section.every, publish, settings=section)]
 
 
 PUBLISHERS = Product(
@@ -43,6 +53,7 @@ PUBLISHERS = Product(
     indexes=[(DB, "kind"), (DB, "slug")],
     settings=PublishSettings,
     ticks=_ticks,
+    tick_help={"publish": "walks each queued post one step (containers, carousel, publish; a Bluesky record) to done with its permalink, never twice"},
     cli={"publish": "publishers.cli:publish_group"},
 )
 

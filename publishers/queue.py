@@ -17,6 +17,7 @@ from .machine import DB, KIND
 from .validate import PLATFORMS, parse_at, problems
 
 CONTENT = ("platform", "account", "slug", "images", "caption", "text", "replyTo", "at")
+API_FIELDS = ("platform", "account", "slug", "caption", "images", "at", "replyTo")  # what POST /v1/publish takes
 
 
 def request_id(platform: str, account: str, slug: str) -> str:

@@ -9,10 +9,11 @@ platform can take.
 from __future__ import annotations
 
 import re
-import unicodedata
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
+
+from platforms.richtext import graphemes  # Bluesky's count: one implementation, in the adapter
 
 PLATFORMS = {"ig": "Instagram", "threads": "Threads", "bsky": "Bluesky"}
 CREDENTIAL_PLATFORM = {"ig": "instagram", "threads": "threads", "bsky": "bluesky"}
@@ -32,34 +33,6 @@ SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 ACCOUNT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _HASHTAG = re.compile(r"(?:^|\s)#\w", re.UNICODE)
 _MENTION = re.compile(r"(?:^|\s)@[\w.]", re.UNICODE)
-
-
-def graphemes(text: str) -> int:
-    """User-perceived characters, as Bluesky counts its 300: combining marks, variation
-    selectors, skin tones and zero-width-joined sequences belong to the character before them,
-    and two regional indicators make one flag."""
-    count = 0
-    joined = False
-    flag_half = False
-    for ch in text:
-        code = ord(ch)
-        if joined:
-            joined = False
-            continue
-        if code == 0x200D:  # zero width joiner: the next one joins this cluster
-            joined = True
-            continue
-        if unicodedata.category(ch).startswith("M") or 0xFE00 <= code <= 0xFE0F or 0x1F3FB <= code <= 0x1F3FF \
-                or 0xE0020 <= code <= 0xE007F:
-            continue  # marks, variation selectors, skin tones, tag characters extend the cluster
-        if 0x1F1E6 <= code <= 0x1F1FF:
-            flag_half = not flag_half
-            if not flag_half:
-                continue  # the second half of a flag
-        else:
-            flag_half = False
-        count += 1
-    return count
 
 
 def _text(request: dict[str, Any]) -> str:
