@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -169,15 +169,23 @@ class Group(click.Group):
     groups) are imported only when they are used or listed.
     """
 
-    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, lazy: Callable[[], dict[str, str]] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy = dict(lazy or {})
+        self._lazy = lazy
+        self._lazy_names: dict[str, str] | None = None
+
+    @property
+    def lazy(self) -> dict[str, str]:
+        """Command name -> "module:attribute", asked for only when a command is not one of ours."""
+        if self._lazy_names is None:
+            self._lazy_names = dict(self._lazy()) if self._lazy else {}
+        return self._lazy_names
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self.lazy and cmd_name not in self.commands:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
             module, _, attribute = self.lazy[cmd_name].partition(":")
             command = getattr(importlib.import_module(module), attribute)
             self.add_command(command, cmd_name)
