@@ -4,9 +4,9 @@ account documents in ``publish`` (rate-limit blocks), and the ``skyhub publish``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ledger import ADMIN, Policy, Product, Tick, tick, user
+from ledger import ADMIN, Context, Policy, Product, Tick, TickEvent, tick, user
 
 from .machine import DB, PUBLISH
 
@@ -16,10 +16,14 @@ if TYPE_CHECKING:
 ACCOUNTS_DB = "publish"  # one document per account: blockedUntil, usage, the 24 h container count
 
 
-def _ticks(section: PublishSettings) -> Sequence[Tick]:
-    from .tick import publish
+def _publish(event: TickEvent, ctx: Context) -> Any:
+    from .tick import publish  # the steps (and each platform's client) load with the first run
 
-    return [Tick("publish", section.every, publish, settings=section)]
+    return publish(event, ctx)
+
+
+def _ticks(section: PublishSettings) -> Sequence[Tick]:
+    return [Tick("publish", section.every, _publish, settings=section)]
 
 
 PUBLISHERS = Product(
