@@ -21,10 +21,10 @@ from .cli_db import db
 from .cliutil import EXIT_ERROR, Group, State, configure_logging, run_main
 
 
-def _product_groups() -> dict[str, str]:
+def _product_groups() -> dict[str, tuple[str, str]]:
     from .products import products
 
-    return {name: target for p in products() for name, target in p.cli.items()}
+    return {name: (target, p.summary) for p in products() for name, target in p.cli.items()}
 
 
 @click.group(cls=Group, lazy=_product_groups, context_settings={"help_option_names": ["-h", "--help"]})

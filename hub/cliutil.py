@@ -169,24 +169,38 @@ class Group(click.Group):
     groups) are imported only when they are used or listed.
     """
 
-    def __init__(self, *args: Any, lazy: Callable[[], dict[str, str]] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, lazy: Callable[[], dict[str, tuple[str, str]]] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._lazy = lazy
-        self._lazy_names: dict[str, str] | None = None
+        self._lazy_names: dict[str, tuple[str, str]] | None = None
 
     @property
-    def lazy(self) -> dict[str, str]:
-        """Command name -> "module:attribute", asked for only when a command is not one of ours."""
+    def lazy(self) -> dict[str, tuple[str, str]]:
+        """Command name -> ("module:attribute", one line of help), asked for only when a command
+        is not one of ours; the listing in --help uses the line without importing the command."""
         if self._lazy_names is None:
             self._lazy_names = dict(self._lazy()) if self._lazy else {}
         return self._lazy_names
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.commands:
+                command = self.commands[name]
+                if not command.hidden:
+                    rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
+            else:
+                rows.append((name, self.lazy[name][1]))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in self.lazy:
-            module, _, attribute = self.lazy[cmd_name].partition(":")
+            module, _, attribute = self.lazy[cmd_name][0].partition(":")
             command = getattr(importlib.import_module(module), attribute)
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
