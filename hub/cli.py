@@ -19,14 +19,15 @@ from ledger import Usage
 from .cli_access import device, user
 from .cli_db import db
 from .cliutil import EXIT_ERROR, Group, State, configure_logging, run_main
-from .products import products
 
 
-def _product_groups() -> dict[str, str]:
-    return {name: target for p in products() for name, target in p.cli.items()}
+def _product_groups() -> dict[str, tuple[str, str]]:
+    from .products import products
+
+    return {name: (target, p.summary) for p in products() for name, target in p.cli.items()}
 
 
-@click.group(cls=Group, lazy=_product_groups(), context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, lazy=_product_groups, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", envvar="SKYHUB_CONFIG", type=click.Path(dir_okay=False), help="A settings file layered over config/skyhub.toml.")
 @click.option(
     "--database-url",

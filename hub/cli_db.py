@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import click
 
-from ledger import LedgerError
+from ledger import LedgerError, Store
 from ledger.text import cell, iso, table
 
 from .cliutil import (
@@ -95,7 +95,7 @@ def db_get(state: State, dbname: str, doc_id: str) -> None:
 
     Example: skyhub db get --db jobs 4f1c2d...
     """
-    click.echo(json.dumps(state.store.get(dbname, doc_id), ensure_ascii=False))
+    click.echo(json.dumps(state.reader.get(dbname, doc_id), ensure_ascii=False))
 
 
 @db.command("delete")
@@ -126,7 +126,7 @@ def db_query(state: State, dbname: str, field: str, key: str, limit: int, after:
 
     Example: skyhub db query --db jobs --field status --key pending --limit 20
     """
-    page = state.store.query(dbname, field, key, limit, after)
+    page = state.reader.query(dbname, field, key, limit, after)
     if page.scanned:
         click.echo(f"skyhub: {dbname}.{field} has no index, so this page scanned documents in id order "
                    f"(an index: skyhub db index add --db {dbname} {field})", err=True)
@@ -150,7 +150,7 @@ def db_history(state: State, dbname: str, doc_id: str, as_json: bool) -> None:
 
     Example: skyhub db history --db jobs 4f1c2d... --json
     """
-    changes = state.store.history(dbname, doc_id)
+    changes = state.reader.history(dbname, doc_id)
     if not changes:
         fail("not_found", f"no document {doc_id!r} in {dbname!r} has ever been written", EXIT_NOT_FOUND)
     print_changes(changes, as_json)
@@ -167,7 +167,7 @@ def db_changes(state: State, since: int, limit: int, follow: bool, as_json: bool
 
     Example: skyhub db changes --since 120 --follow --json
     """
-    store = state.store
+    store = state.reader
     if not follow:
         print_changes(store.changes(since, limit), as_json)
         return
@@ -183,7 +183,7 @@ def db_changes(state: State, since: int, limit: int, follow: bool, as_json: bool
         except KeyboardInterrupt:
             return
         return
-    local = state.local_store("following changes")
+    local = cast(Store, store)  # a local store: it tells this process of every commit
     woke = threading.Event()
     local.subscribe(lambda _change: woke.set())
     header = True

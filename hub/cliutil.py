@@ -16,8 +16,8 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -26,7 +26,10 @@ from ledger.actor import parse_actor
 from ledger.errors import EXIT_CONFLICT, EXIT_ERROR, EXIT_FORBIDDEN, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from ledger.text import cell, iso, table
 
-from .settings import Settings, load_settings
+from .config import Core, core, default_actor
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 __all__ = [
     "EXIT_CONFLICT", "EXIT_ERROR", "EXIT_FORBIDDEN", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_USAGE", "Group", "State",
@@ -41,38 +44,68 @@ def fail(code: str, reason: str, exit_code: int) -> NoReturn:
 
 
 class State:
-    """The command line's settings and store; what product command groups get as ``ctx.obj``."""
+    """The command line's settings and store; what product command groups get as ``ctx.obj``.
+
+    ``core`` (a few settings read without pydantic) is all a command that reads the ledger
+    needs; ``settings`` (every section, validated) loads when a command asks for more."""
 
     def __init__(self, config: str | None, database_url: str | None, hub: str | None = None, **credentials: str | None) -> None:
         self.config = config
         self.database_url = database_url
         self.hub = hub
         self.credentials = credentials
+        self._core: Core | None = None
         self._settings: Settings | None = None
         self._store: Any = None
+        self._reader: Any = None
         self._services: Any = None
+
+    @property
+    def core(self) -> Core:
+        if self._core is None:
+            self._core = core(self.config, database_url=self.database_url, hub_url=self.hub, **self.credentials)
+        return self._core
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
+            from .settings import load_settings
+
             self._settings = load_settings(self.config, database_url=self.database_url, hub_url=self.hub, **self.credentials)
         return self._settings
 
     @property
     def remote(self) -> bool:
-        return bool(self.settings.hub_url)
+        return bool(self.core.hub_url)
 
     @property
     def store(self) -> Documents:
-        """The local store, or the hub's over HTTP when --hub / SKYHUB_HUB_URL is set."""
+        """The local store with every product's rules, or the hub's over HTTP (--hub / SKYHUB_HUB_URL)."""
         if self._store is None:
             if self.remote:
-                self._store = self._remote_store()
+                self._store = self.reader
             else:
                 from .app import open_app_store
 
                 self._store = open_app_store(self.settings)
         return self._store  # type: ignore[no-any-return]
+
+    @property
+    def reader(self) -> Documents:
+        """A store to read from: the one already open, else the local database without the
+        products' rules (reads need none, and loading them costs more than the read), or the hub."""
+        if self._store is not None:
+            return self._store  # type: ignore[no-any-return]
+        if self._reader is None:
+            if self.remote:
+                self._reader = self._remote_store()
+            else:
+                from ledger import open_store
+
+                c = self.core
+                self._reader = open_store(c.database_url, None, pool_size=c.pool_size or None,
+                                          statement_timeout=c.statement_timeout, connect_timeout=c.connect_timeout)
+        return self._reader  # type: ignore[no-any-return]
 
     def local_store(self, what: str) -> Store:
         """The local store; a usage error over --hub (``what`` runs on the hub itself)."""
@@ -88,7 +121,7 @@ class State:
                 parse_actor(as_actor)
                 raise Invalid(f"this hub credential acts as {hub_actor}, not {as_actor}")
             return hub_actor
-        actor = as_actor or self.settings.actor
+        actor = as_actor or self.core.actor or default_actor()
         parse_actor(actor)
         return actor
 
@@ -111,25 +144,22 @@ class State:
         from .auth import load_key
         from .remote import DeviceAuth, RemoteStore, TokenAuth
 
-        s = self.settings
+        c = self.core
         auth: Any
-        if s.token.get_secret_value():
-            auth = TokenAuth(s.token.get_secret_value())
-        elif s.device:
-            key = load_key(
-                name=s.device, hub=s.hub_url, key_file=s.device_key_file or None,
-                key_env=s.device_key.get_secret_value() or None,
-            )
-            auth = DeviceAuth(s.device, key)
+        if c.token:
+            auth = TokenAuth(c.token)
+        elif c.device:
+            key = load_key(name=c.device, hub=c.hub_url, key_file=c.device_key_file or None, key_env=c.device_key or None)
+            auth = DeviceAuth(c.device, key)
         else:
             raise Usage("a hub needs a credential: --token / SKYHUB_TOKEN for a person, or --device NAME (SKYHUB_DEVICE) with its key")
-        return RemoteStore(s.hub_url, auth)
+        return RemoteStore(c.hub_url, auth)
 
     def close(self) -> None:
         if self._services is not None and hasattr(self._services.http, "close"):
             self._services.http.close()
-        if self._store is not None:
-            self._store.close()
+        for opened in {id(s): s for s in (self._store, self._reader) if s is not None}.values():
+            opened.close()
 
 
 class Group(click.Group):
@@ -139,16 +169,38 @@ class Group(click.Group):
     groups) are imported only when they are used or listed.
     """
 
-    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, lazy: Callable[[], dict[str, tuple[str, str]]] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy = dict(lazy or {})
+        self._lazy = lazy
+        self._lazy_names: dict[str, tuple[str, str]] | None = None
+
+    @property
+    def lazy(self) -> dict[str, tuple[str, str]]:
+        """Command name -> ("module:attribute", one line of help), asked for only when a command
+        is not one of ours; the listing in --help uses the line without importing the command."""
+        if self._lazy_names is None:
+            self._lazy_names = dict(self._lazy()) if self._lazy else {}
+        return self._lazy_names
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.commands:
+                command = self.commands[name]
+                if not command.hidden:
+                    rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
+            else:
+                rows.append((name, self.lazy[name][1]))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self.lazy and cmd_name not in self.commands:
-            module, _, attribute = self.lazy[cmd_name].partition(":")
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module, _, attribute = self.lazy[cmd_name][0].partition(":")
             command = getattr(importlib.import_module(module), attribute)
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)

@@ -1,6 +1,6 @@
 """One settings object: defaults in ``config/skyhub.toml`` (shipped inside the package), then a
 user's file (``--config`` / ``SKYHUB_CONFIG``), then ``SKYHUB_*`` environment variables
-(nested with ``__``, e.g. ``SKYHUB_FEED__LEASE=5s``).
+(nested with ``__``, e.g. ``SKYHUB_FEED__LEASE=5s``). The layers are read by ``hub.config``.
 
 Files are merged key by key: a user's file that sets one key of a table keeps every other
 key of that table from the defaults. The engine's own sections are declared here; each
@@ -12,23 +12,19 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import getpass
-import importlib.resources
-import os
-import tomllib
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import SecretStr, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from ledger import Interval, Section, Usage, parse_interval
+from ledger import Usage, parse_interval
+from ledger.section import Interval, Section
 
+from .config import default_actor, layers, merged
 from .products import products
 
-DEFAULTS_NAME = "skyhub.toml"
 _LAYERS: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar("skyhub_settings_layers", default=())
 
 # Settings that moved: a file or variable that still uses the old name gets told the new one.
@@ -95,14 +91,6 @@ class PlatformSettings(Section):
     """the time limit of one call to a platform"""
 
 
-def default_actor() -> str:
-    try:
-        name = getpass.getuser()
-    except Exception:  # no user database entry (containers)
-        name = "operator"
-    return f"user:{name}"
-
-
 class Settings(BaseSettings):
     """The engine's and the hub's settings; product sections are added by ``settings_model``."""
 
@@ -154,10 +142,11 @@ class Settings(BaseSettings):
 @functools.cache
 def settings_model() -> type[Settings]:
     """``Settings`` with one section per product the hub knows."""
-    sections: dict[str, Any] = {
-        p.name: (p.settings, FieldInfo(default_factory=p.settings, description=p.summary))
-        for p in products() if p.settings is not None
-    }
+    sections: dict[str, Any] = {}
+    for p in products():
+        model = p.section_model()
+        if model is not None:
+            sections[p.name] = (model, FieldInfo(default_factory=model, description=p.summary))
     return create_model("SkyhubSettings", __base__=Settings, __doc__=Settings.__doc__, **sections)
 
 
@@ -166,13 +155,7 @@ class _MergedToml(PydanticBaseSettingsSource):
 
     def __init__(self, settings_cls: type[BaseSettings], files: tuple[tuple[str, str], ...]) -> None:
         super().__init__(settings_cls)
-        self.data: dict[str, Any] = {}
-        for name, text in files:
-            try:
-                layer = tomllib.loads(text)
-            except tomllib.TOMLDecodeError as exc:
-                raise Usage(f"settings file {name} is not valid TOML: {exc}") from None
-            _merge(self.data, layer)
+        self.data = merged(files)
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover - unused
         return self.data.get(field_name), field_name, False
@@ -181,33 +164,12 @@ class _MergedToml(PydanticBaseSettingsSource):
         return self.data
 
 
-def _merge(into: dict[str, Any], layer: Mapping[str, Any]) -> None:
-    for key, value in layer.items():
-        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
-        else:
-            into[key] = dict(value) if isinstance(value, Mapping) else value
-
-
-def defaults_text() -> str:
-    return importlib.resources.files("skyhub_config").joinpath(DEFAULTS_NAME).read_text()
-
-
 def load_settings(config: str | None = None, **overrides: Any) -> Settings:
     """Read the settings; ``config`` is a user's TOML file layered over the defaults.
 
     Raises ``Usage`` with one sentence per problem (an unknown key, a moved key, a bad value).
     """
-    path = config or os.environ.get("SKYHUB_CONFIG")
-    layers = [("config/skyhub.toml (the defaults)", defaults_text())]
-    if path:
-        try:
-            layers.append((path, Path(path).read_text()))
-        except FileNotFoundError:
-            raise Usage(f"config file {path!r} does not exist") from None
-        except OSError as exc:
-            raise Usage(f"cannot read config file {path!r}: {exc.strerror}") from None
-    token = _LAYERS.set(tuple(layers))
+    token = _LAYERS.set(layers(config))
     try:
         settings: Settings = settings_model()(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:

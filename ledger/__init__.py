@@ -1,6 +1,8 @@
 """skyhub's engine: documents with revisions, machines as data, the change feed, the
 scheduler and leases. Imports nothing else of skyhub."""
 
+from __future__ import annotations
+
 from .actor import ADMIN, ActorPattern, device, handler, tick, user
 from .backends import DEFAULT_URL, open_store
 from .clock import SYSTEM, Clock, FakeClock, SystemClock
@@ -9,7 +11,7 @@ from .errors import BackendError, Conflict, Forbidden, Invalid, LedgerError, Not
 from .feed import DEADLETTERS, Feed, Handler, deadletter_machine
 from .guards import Guard, GuardContext, attempts_left, attempts_used_up, claim, fresh, guard, lease_expired, renew, same_claim
 from .machine import Edge, InvalidMachine, Machine, Rules
-from .product import Env, Interval, Policy, Product, Section
+from .product import Env, Policy, Product
 from .scheduler import Scheduler, Tick, TickEvent, parse_interval
 from .store import (
     Administration,
@@ -37,3 +39,12 @@ __all__ = [
     "deadletter_machine", "device", "fresh", "guard", "handler", "lease_expired", "open_store", "parse_interval",
     "renew", "same_claim", "tick", "user",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # the settings section types load pydantic: only code that declares settings pays for it
+    if name in ("Interval", "Section"):
+        from . import section
+
+        return getattr(section, name)
+    raise AttributeError(f"module 'ledger' has no attribute {name!r}")

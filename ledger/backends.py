@@ -10,10 +10,14 @@ Settings a hub may expose (defaults in parentheses):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .clock import SYSTEM, Clock
 from .errors import Invalid
 from .machine import Rules
-from .sql import SQLStore
+
+if TYPE_CHECKING:  # the SQL layer loads with the first store opened, not with the ledger
+    from .sql import SQLStore
 
 DEFAULT_URL = "sqlite:///skyhub.db"
 

@@ -21,7 +21,7 @@ from .guards import attempts_left, attempts_used_up, claim, fresh, lease_expired
 from .lease import claim as take
 from .lease import finish
 from .machine import Edge, Machine
-from .product import Interval, Product, Section
+from .product import Product
 from .store import Change, Doc
 
 log = logging.getLogger(__name__)
@@ -75,22 +75,13 @@ def jobs_handler(work: Work = noop, *, lease_ms: int = 30_000, name: str = "on_c
 # ---- the product declaration ------------------------------------------------------------
 
 
-class JobsSettings(Section):
-    """``[jobs]``: the reference jobs machine."""
-
-    enabled: bool = True
-    """run the reference jobs handler (pending -> running -> done) in `skyhub run`"""
-    lease: Interval = 30.0
-    """how long a claimed job is held before the sweep takes it back"""
-
-
-def _handlers(section: JobsSettings) -> list[Handler]:
+def _handlers(section: Any) -> list[Handler]:
     return [jobs_handler(lease_ms=int(section.lease * 1000), settings=section)] if section.enabled else []
 
 
 PRODUCT = Product(
     "jobs", "The reference jobs machine: pending -> running -> done, swept home on lease expiry.",
-    machines=[JOBS], settings=JobsSettings, handlers=_handlers,
+    machines=[JOBS], settings="ledger.jobs_settings:JobsSettings", handlers=_handlers,
 )
 
 PRODUCTS = (PRODUCT,)

@@ -7,12 +7,13 @@ settings section, its ticks and handlers (built from that section, and only when
 is configured), and its CLI groups. The hub composes the products and holds no product logic.
 
 Keep the module that declares a product light: the ``ticks``/``handlers`` factories import
-what they run (atproto, say) inside their body, so a product that is not configured costs
-nothing to a hub or to a CLI command that does not use it.
+what they run (atproto, say) inside their body, and the settings section (a pydantic model,
+``ledger.section.Section``) is named as ``"module:Class"``, so a product that is not
+configured costs nothing to a hub, and the CLI lists commands without loading pydantic.
 
     PRODUCT = Product(
         "bot", "Mention builds",
-        machines=[MENTIONS], settings=BotSettings,
+        machines=[MENTIONS], settings="bot.settings:BotSettings",
         ticks=bot_ticks,                      # (section) -> [Tick("ingest", section.ingest_every, ingest, section)]
         cli={"build": "bot.cli:build_group"},
     )
@@ -20,40 +21,18 @@ nothing to a hub or to a CLI command that does not use it.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Protocol
-
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from typing import Any, Protocol
 
 from .actor import ActorPattern
 from .context import Context
 from .document import check_db, check_field
-from .errors import LedgerError
 from .feed import Handler
 from .machine import Machine, Rules
-from .scheduler import Tick, parse_interval
+from .scheduler import Tick
 from .store import Documents
-
-
-def _interval(value: Any) -> float:
-    try:
-        return parse_interval(value)
-    except LedgerError as exc:  # pydantic reports ValueErrors as validation errors, with the field's name
-        raise ValueError(exc.reason) from None
-
-
-_interval.__wrapped__ = parse_interval  # type: ignore[attr-defined]  # so docs can tell a duration field
-Interval = Annotated[float, BeforeValidator(_interval)]
-"""A duration in settings: ``"30s"``, ``"1m"``, ``"250ms"`` or seconds; read as seconds."""
-
-
-class Section(BaseModel):
-    """A settings section (``[bot]``, ``[vault]``, ...). Each field's docstring is its
-    documentation: the README's configuration table is generated from it. Unknown keys are
-    refused, so a typo in a settings file is an error, not a silent default."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
 
 
 @dataclass(frozen=True)
@@ -99,7 +78,7 @@ class Product:
     machines: Sequence[Machine] = ()
     policies: Sequence[Policy] = ()
     indexes: Sequence[tuple[str, str]] = ()  # (db, field) its ticks and handlers query
-    settings: type[Section] | None = None  # its settings section, ``[<name>]``
+    settings: str | type[Any] | None = None  # its section ``[<name>]``: a ``ledger.Section``, or "module:Class" to load it only when settings are read
     ticks: Callable[[Any], Sequence[Tick]] = _none  # (its settings section) -> the ticks to run
     tick_help: Mapping[str, str] = field(default_factory=dict)  # every tick it can run -> what it does (help, README)
     handlers: Callable[[Any], Sequence[Handler]] = _none
@@ -109,6 +88,14 @@ class Product:
         for db, name in self.indexes:
             check_db(db)
             check_field(name)
+
+    def section_model(self) -> type[Any] | None:
+        """The settings section's model class (imported now if declared by name)."""
+        if self.settings is None or not isinstance(self.settings, str):
+            return self.settings
+        module, _, name = self.settings.partition(":")
+        model: type[Any] = getattr(importlib.import_module(module), name)
+        return model
 
     def declare(self, rules: Rules) -> None:
         """Add this product's machines, write policies and indexes to ``rules``."""

@@ -20,8 +20,6 @@ from typing import Any
 
 from ledger import ADMIN, Edge, Guard, GuardContext, Machine, fresh, tick, user
 
-from .validate import problems
-
 DB = "requests"
 KIND = "publish-request"
 MAX_RECREATES = 2
@@ -33,6 +31,8 @@ def _valid(old: dict[str, Any] | None, new: dict[str, Any], ctx: GuardContext) -
     refused = fresh(old, new, ctx)
     if refused:
         return refused
+    from .validate import problems  # the rules of each platform load with the first new post
+
     found = problems(new)
     return found[0] if found else None
 

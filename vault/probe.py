@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ledger import Conflict, Context, Ledger, NotFound, TickEvent
+
+if TYPE_CHECKING:  # httpx loads with the probe tick, not with the vault
+    import httpx
 
 log = logging.getLogger(__name__)
 DB = "probes"
@@ -45,6 +46,8 @@ class Prober:
         return {lane: self.probe(lane, url) for lane, url in self.lanes.items()}
 
     def probe(self, lane: str, url: str) -> bool:
+        import httpx
+
         started = time.perf_counter()
         error = None
         try:

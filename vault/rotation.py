@@ -9,6 +9,7 @@ token is single-use: two copies would log each other out).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -16,16 +17,16 @@ from typing import TYPE_CHECKING, Any
 from ledger import Conflict, Context, Forbidden, Ledger, NotFound, TickEvent
 from platforms import AuthFailure, NetworkError, PlatformError
 from platforms.errors import scrub
-from platforms.graph import RetryPolicy
 
-from .checks import Checks, Endpoints
 from .credentials import DB, Vault, new_claim, public
 from .errors import WrongMasterKey
 from .keys import MasterKey
 from .seal import fingerprint, seal, unseal
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the platform calls (httpx, tenacity, the Meta clients) load with the first call
     from platforms.bluesky import BlueskySession
+
+    from .checks import Checks
 
 log = logging.getLogger(__name__)
 DAY_MS = 86_400_000
@@ -55,11 +56,18 @@ class _Spent(Exception):
 class Maintainer:
     """The vault tick's work on each credential (see the module docstring)."""
 
-    def __init__(self, db: Ledger, key: Any, checks: Checks, policy: Policy | None = None) -> None:
+    def __init__(self, db: Ledger, key: Any, checks: Checks | Callable[[], Checks], policy: Policy | None = None) -> None:
         self.db = db  # bound to tick:vault
         self._key = key
-        self.checks = checks
+        self._checks = checks
         self.policy = policy or Policy()
+
+    @property
+    def checks(self) -> Checks:
+        """The platform calls, made on first use (a pass with nothing due calls nothing)."""
+        if callable(self._checks):
+            self._checks = self._checks()
+        return self._checks
 
     @property
     def key(self) -> MasterKey:
@@ -72,7 +80,7 @@ class Maintainer:
         """The maintainer a ``tick:vault`` context describes: its ledger, the vault's key,
         the platforms at ``ctx.platforms`` over ``ctx.http``, the policy in ``ctx.settings``."""
         vault = vault_of(ctx)
-        return cls(ctx.db, lambda: vault.key, checks_for(ctx), policy_for(ctx.settings))
+        return cls(ctx.db, lambda: vault.key, lambda: checks_for(ctx), policy_for(ctx.settings))
 
     def now(self) -> int:
         return self.db.now()
@@ -241,6 +249,10 @@ def policy_for(section: Any) -> Policy:
 
 def checks_for(ctx: Context) -> Checks:
     """The platform calls at the hosts ``ctx.platforms`` names, through ``ctx.http``."""
+    from platforms.graph import RetryPolicy
+
+    from .checks import Checks, Endpoints
+
     p = ctx.platforms
     endpoints = Endpoints(bluesky_pds=p.bluesky_pds, instagram=p.instagram_url, threads=p.threads_url,
                           facebook=p.facebook_url, graph_version=p.graph_version)

@@ -9,10 +9,10 @@ import hashlib
 import hmac
 import json
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+if TYPE_CHECKING:  # cryptography loads when a secret is sealed or opened, not with the vault
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .errors import WrongMasterKey
 from .keys import MasterKey
@@ -30,8 +30,15 @@ def _aad(cred_id: str, version: int) -> bytes:
     return f"skyhub-vault-v1\0{cred_id}\0{version}".encode()
 
 
+def _aesgcm() -> type[AESGCM]:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    return AESGCM
+
+
 def seal(key: MasterKey, cred_id: str, version: int, secret: dict[str, Any]) -> dict[str, Any]:
     aad = _aad(cred_id, version)
+    AESGCM = _aesgcm()  # noqa: N806 - the class, by its own name
     data_key = AESGCM.generate_key(bit_length=256)
     nonce, key_nonce = secrets.token_bytes(12), secrets.token_bytes(12)
     plaintext = json.dumps(secret, separators=(",", ":")).encode()
@@ -46,6 +53,9 @@ def seal(key: MasterKey, cred_id: str, version: int, secret: dict[str, Any]) -> 
 
 
 def unseal(key: MasterKey, cred_id: str, version: int, sealed: dict[str, Any]) -> dict[str, Any]:
+    from cryptography.exceptions import InvalidTag
+
+    AESGCM = _aesgcm()  # noqa: N806 - the class, by its own name
     aad = _aad(cred_id, version)
     try:
         data_key = AESGCM(key.raw).decrypt(_unb64(sealed["keyNonce"]), _unb64(sealed["wrappedKey"]), aad)

@@ -411,7 +411,7 @@ def test_a_429_waits_for_its_reset_and_is_not_an_attempt(env):
 
 # ---- the ticks as the hub runs them: (event, ctx), the session from the vault, a fake clock ------
 def bot_context(env, actor, **settings):
-    from bot.product import BotSettings
+    from bot.settings import BotSettings
     from hub.settings import PlatformSettings
     from ledger import Services, TickEvent
     from ledger.context import make_context

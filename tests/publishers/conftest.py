@@ -14,8 +14,8 @@ from hub.app import build_rules
 from hub.settings import PlatformSettings
 from ledger import FakeClock, Ledger, Services, TickEvent, open_store
 from ledger.context import make_context
-from publishers.product import PublishSettings
 from publishers.queue import new_request, queue
+from publishers.settings import PublishSettings
 from publishers.tick import publish
 from tests.platforms.test_bluesky import FakePDS
 from tests.publishers.fakemeta import FakeMeta

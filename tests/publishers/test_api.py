@@ -152,7 +152,7 @@ def test_a_raw_db_put_is_checked_by_the_machine(hub, change, sentence):
 def test_a_raw_duplicate_ends_skipped_with_the_reason(hub):
     from ledger import Services, TickEvent
     from ledger.context import make_context
-    from publishers.product import PublishSettings
+    from publishers.settings import PublishSettings
     from publishers.tick import publish
 
     app = hub.app_state

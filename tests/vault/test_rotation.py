@@ -243,8 +243,8 @@ def test_the_vault_tick_runs_from_its_context(env):
     from ledger import Ledger, Services, TickEvent
     from ledger.context import make_context
     from vault import Vault
-    from vault.product import VaultSettings
     from vault.rotation import maintain
+    from vault.settings import VaultSettings
 
     me = respx.get("https://ig.test/me").mock(return_value=httpx.Response(200, json={"user_id": "1", "username": "shop"}))
     env.person.put("instagram", "1784", "IGTOKEN-1")

@@ -1,0 +1,87 @@
+"""What a command loads is what it uses: `skyhub db get` reads the ledger without the bot, the
+API or the scheduler (nor pydantic: the core settings have their own reader, which must agree
+with the full one), and a hub without the bot configured never loads atproto."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hub.config import core
+from hub.settings import load_settings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HEAVY = ("atproto", "fastapi", "uvicorn", "apscheduler", "pydantic", "httpx", "cryptography")  # atproto: any atproto_* too
+
+PROBE = """
+import json, sys
+sys.argv = ["skyhub", *json.loads(sys.argv[1])]
+try:
+    from hub.cli import entry
+    entry()
+except SystemExit as exc:
+    code = exc.code
+names = {m.split(".")[0].split("_")[0] if m.startswith("atproto") else m.split(".")[0] for m in sys.modules}
+print(json.dumps({"code": code, "loaded": sorted(m for m in HEAVY if m in names)}), file=sys.stderr)
+""".replace("HEAVY", repr(HEAVY))
+
+
+def loaded_by(tmp_path, *args):
+    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(args))], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db", "PYTHONPATH": ROOT}, timeout=60)
+    return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+def test_reading_the_ledger_loads_no_bot_api_scheduler_or_pydantic(tmp_path):
+    got = loaded_by(tmp_path, "db", "get", "--db", "notes", "missing")
+    assert got == {"code": 5, "loaded": []}
+    for args in (["db", "history", "--db", "notes", "missing", "--json"], ["db", "query", "--db", "notes", "--field", "status", "--key", "x"]):
+        assert not set(loaded_by(tmp_path, *args)["loaded"]) & {"atproto", "fastapi", "uvicorn", "apscheduler"}
+
+
+def test_writing_loads_the_rules_but_not_the_bot_the_api_or_the_scheduler(tmp_path):
+    got = loaded_by(tmp_path, "db", "put", "--db", "notes", '{"v": 1}')
+    assert got["code"] == 0 and not set(got["loaded"]) & {"atproto", "fastapi", "uvicorn", "apscheduler"}
+
+
+def test_a_hub_without_the_bot_has_not_imported_atproto(tmp_path):
+    code = (
+        "import sys; from hub.settings import load_settings; from hub.app import build_app; "
+        "app = build_app(load_settings()); app.stop(); "
+        "print(any(m.startswith('atproto') for m in sys.modules), [t.name for t in app.ticks])"
+    )
+    env = {**os.environ, "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db", "PYTHONPATH": ROOT}
+    without = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert without.stdout.startswith("False"), without.stderr
+    with_bot = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                              env={**env, "SKYHUB_BOT__HANDLE": "skybot.test"})
+    assert with_bot.stdout.startswith("True") and "ingest" in with_bot.stdout, with_bot.stderr
+
+
+@pytest.mark.parametrize("env,flags,file", [
+    ({}, {}, ""),
+    ({"SKYHUB_DATABASE_URL": "sqlite:////tmp/env.db", "SKYHUB_ACTOR": "user:env"}, {}, ""),
+    ({"skyhub_hub_url": "http://lower.test"}, {}, ""),
+    ({"SKYHUB_DATABASE_URL": "sqlite:////tmp/env.db"}, {"database_url": "sqlite:////tmp/flag.db"}, ""),
+    ({}, {}, 'database_url = "postgresql://file@db/x"\nactor = "user:file"\n[store]\npool_size = 3\nstatement_timeout = "2s"\n'),
+    ({"SKYHUB_STORE__CONNECT_TIMEOUT": "750ms", "SKYHUB_TOKEN": "skh_x"}, {"device": "gha"}, 'log_level = "DEBUG"\n'),
+])
+def test_the_core_reader_agrees_with_the_settings(tmp_path, monkeypatch, env, flags, file):
+    for key in [k for k in os.environ if k.upper().startswith("SKYHUB_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    config = None
+    if file:
+        config = str(tmp_path / "mine.toml")
+        (tmp_path / "mine.toml").write_text(file)
+    fast, full = core(config, **flags), load_settings(config, **flags)
+    assert fast.database_url == full.database_url and fast.hub_url == full.hub_url and fast.device == full.device
+    assert fast.token == full.token.get_secret_value() and fast.log_level == full.log_level
+    assert (fast.actor or full.actor) == full.actor
+    assert (fast.pool_size, fast.statement_timeout, fast.connect_timeout) == (
+        full.store.pool_size, full.store.statement_timeout, full.store.connect_timeout)
