@@ -137,16 +137,10 @@ class App:
         """
         import signal
 
-        import uvicorn
-
         from .api import create_api
+        from .server import make_server
 
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_api(self), host=host, port=port, log_level="warning",
-                timeout_graceful_shutdown=5, lifespan="off", access_log=False,
-            )
-        )
+        server = make_server(create_api(self), host, port, self.settings)  # the limits: hub/server.py
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())

@@ -81,6 +81,18 @@ class ProbeSettings(BaseModel):
     _to_seconds = field_validator("every", mode="before")(_seconds)
 
 
+# ---- the HTTP server's limits (hub/server.py, hub/gate.py, hub/stream.py) ----------------
+class HttpSettings(BaseModel):
+    header_timeout: float = 10.0    # a request line and its headers must arrive within this
+    body_timeout: float = 30.0      # ... and its body (at most 1 MiB) within this after them
+    keep_alive: float = 5.0         # an idle keep-alive connection is closed after this
+    max_connections: int = 1000     # open connections, change streams included; beyond, 503
+    stream_queue: int = 1000        # changes waiting for one slow change stream before it is dropped
+    stream_keepalive: float = 15.0  # a comment line on a quiet change stream, this often
+
+    _to_seconds = field_validator("header_timeout", "body_timeout", "keep_alive", "stream_keepalive", mode="before")(_seconds)
+
+
 def default_actor() -> str:
     try:
         name = getpass.getuser()
@@ -102,6 +114,8 @@ class Settings(BaseSettings):
     device_key_file: str = ""
     actor: str = ""
     log_level: str = "INFO"
+    public_url: str = ""  # the URL devices sign for (SKYHUB_PUBLIC_URL); default http://HOST:PORT as bound
+    http: HttpSettings = HttpSettings()
     feed: FeedSettings = FeedSettings()
     sweep: SweepSettings = SweepSettings()
     jobs: JobsSettings = JobsSettings()

@@ -1,0 +1,251 @@
+#!/usr/bin/env python
+"""The hub's write rate with open change streams: one client writing one document at a time
+over HTTP while 0 / 10 / 50 / 200 clients hold ``/v1/changes/stream`` open, on SQLite and
+PostgreSQL; the hub's resident memory; and whether every stream got every change.
+
+    .venv/bin/python benchmarks/streams.py                 # 10 s per measurement
+    .venv/bin/python benchmarks/streams.py --seconds 3     # smoke run
+    .venv/bin/python benchmarks/streams.py --help
+
+Each backend gets a fresh store (a SQLite file in a temporary folder, a new PostgreSQL schema
+in the database named by SKYHUB_TEST_PG_URL) and one `skyhub run` process; the streams are
+held by a child process (raw sockets, asyncio) that reads and counts the events, so parsing
+them costs neither the hub nor the writer. Targets: with 200 streams, the write rate is at
+least 80 % of the rate with none; the hub stays under 150 MB resident.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import bench_common as bc  # noqa: E402
+import httpx  # noqa: E402
+
+RATE_SHARE = 0.8
+RSS_MB = 150.0
+CHANGE = b"\nevent: change\n"
+
+
+# ---- the hub ---------------------------------------------------------------------------
+class HubProcess:
+    def __init__(self, url: str, cwd: str) -> None:
+        env = {**os.environ, "SKYHUB_DATABASE_URL": url, "SKYHUB_JOBS__ENABLED": "false", "SKYHUB_LOG_LEVEL": "WARNING",
+               "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "hub", "run", "--port", "0"], cwd=cwd, env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.url = ""
+        self.lines: list[str] = []
+        found = threading.Event()
+
+        def read() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                self.lines.append(line)
+                m = re.search(r"API on (http://[0-9.]+:\d+)", line)
+                if m:
+                    self.url = m.group(1)
+                    found.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not found.wait(60):
+            self.stop()
+            raise RuntimeError("skyhub run did not start:\n" + "".join(self.lines[-20:]))
+
+    def rss_mb(self) -> float:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds the hub has used so far."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# ---- the streams (a child process) ---------------------------------------------------------
+def hold_streams(host: str, port: int, token: str, n: int, since: int, ready: Any, stop: Any, results: Any) -> None:
+    counts = [0] * n
+    dropped = [False] * n
+    errors: list[str] = []
+
+    async def one(i: int, connected: list[int], all_in: asyncio.Event) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(f"GET /v1/changes/stream?since={since} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
+                         "Accept: text/event-stream\r\n\r\n".encode())
+            await writer.drain()
+            head = await reader.readuntil(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 200"):
+                errors.append(head.split(b"\r\n")[0].decode())
+                return
+            connected[0] += 1
+            if connected[0] == n:
+                all_in.set()
+            tail = b""
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    break
+                buf = tail + data
+                counts[i] += buf.count(CHANGE)
+                if b"event: error" in buf:
+                    dropped[i] = True
+                tail = buf[-(len(CHANGE) - 1):]
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    async def main() -> None:
+        connected = [0]
+        all_in = asyncio.Event()
+        tasks = [asyncio.create_task(one(i, connected, all_in)) for i in range(n)]
+        try:
+            await asyncio.wait_for(all_in.wait(), 60)
+            ready.put("ok")
+        except TimeoutError:
+            ready.put(("error", f"only {connected[0]} of {n} streams connected; {errors[:3]}"))
+        while not stop.is_set():
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # the last batch
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(main())
+    results.put({"counts": counts, "dropped": sum(dropped), "errors": errors})
+
+
+# ---- one measurement ---------------------------------------------------------------------
+def measure(hub: HubProcess, token: str, streams: int, seconds: float, tag: str) -> dict[str, Any]:
+    host, port = hub.url.removeprefix("http://").split(":")
+    ready, results, stop = bc.SPAWN.Queue(), bc.SPAWN.Queue(), bc.SPAWN.Event()
+    holder = None
+    if streams:
+        since = httpx.get(f"{hub.url}/v1/head", headers={"Authorization": f"Bearer {token}"}).json()["seq"]
+        holder = bc.start_child(hold_streams, host, int(port), token, streams, since, ready, stop, results,
+                                name=f"streams-{streams}")
+        bc.wait_ready(ready, 1, [holder], timeout=90)
+    rss = [hub.rss_mb()]
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.wait(0.2):
+            rss.append(hub.rss_mb())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    errors = 0
+    with httpx.Client(base_url=hub.url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+        for i in range(30):  # warm-up: connections, statements, the reader
+            client.put(f"/v1/db/bench/docs/{tag}-warm{i}", json={"i": i})
+        writes = 0
+        cpu = hub.cpu_s()
+        started = time.perf_counter()
+        deadline = started + seconds
+        while time.perf_counter() < deadline:
+            r = client.put(f"/v1/db/bench/docs/{tag}-{writes}", json={"i": writes, "pad": "x" * 100})
+            if r.status_code != 200:
+                errors += 1
+            writes += 1
+        elapsed = time.perf_counter() - started
+        cpu = hub.cpu_s() - cpu
+    sampling.set()
+    sampler.join()
+    out: dict[str, Any] = {"streams": streams, "writes": writes, "rate": writes / elapsed, "rss": max(rss), "errors": errors,
+                           "cpu_ms": 1000 * cpu / max(1, writes)}
+    if holder is not None:
+        bc.stop_children([holder], stop, timeout=20)
+        got = results.get(timeout=10)
+        expected = writes + 30
+        out.update(min_events=min(got["counts"]), complete=sum(1 for c in got["counts"] if c >= expected),
+                   dropped=got["dropped"], stream_errors=len(got["errors"]))
+    return out
+
+
+def run_backend(backend: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    from hub.app import build_rules
+    from hub.auth import add_user
+    from ledger import open_store
+
+    fresh = bc.sqlite_file() if backend == "sqlite" else bc.pg_schema("skyhub_streams")
+    with fresh as url:
+        folder = os.path.dirname(url.removeprefix("sqlite:///")) if backend == "sqlite" else "/tmp"
+        hub = HubProcess(url, folder)
+        admin = open_store(url, build_rules())
+        try:
+            token = add_user(admin, "bench")
+            rows = []
+            for n in args.streams:
+                print(f"  .. {backend}: {n} streams, {args.seconds:g} s of writes", file=sys.stderr, flush=True)
+                rows.append(measure(hub, token, n, args.seconds, f"s{n}"))
+            return rows
+        finally:
+            admin.close()
+            hub.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seconds", type=float, default=10.0, help="seconds of writes per measurement (default 10)")
+    p.add_argument("--streams", default="0,10,50,200", help="open streams per measurement (default 0,10,50,200)")
+    p.add_argument("--backends", default="sqlite,postgres", help="comma-separated: sqlite,postgres")
+    args = p.parse_args(argv)
+    args.streams = [int(s) for s in args.streams.split(",")]
+    atexit.register(bc.kill_all_children)
+    print(bc.table("Machine", ["", ""], bc.machine_description()))
+    rows = []
+    for backend in args.backends.split(","):
+        results = run_backend(backend, args)
+        base = next((r["rate"] for r in results if r["streams"] == 0), None)
+        for r in results:
+            share = r["rate"] / base if base else None
+            rows.append([
+                backend, r["streams"], r["writes"], r["rate"], f"{share:.0%}" if share is not None else "-", r["cpu_ms"],
+                r.get("complete", "-") if r["streams"] else "-", r.get("dropped", "-") if r["streams"] else "-",
+                r["errors"] + r.get("stream_errors", 0), r["rss"],
+                bc.verdict(share >= RATE_SHARE) if r["streams"] == 200 and share is not None else "-",
+                bc.verdict(r["rss"] < RSS_MB),
+            ])
+    load = os.getloadavg()
+    print(bc.table(
+        "Write rate with open change streams: one client, one PUT at a time, over HTTP",
+        ["backend", "streams", "writes", "writes/s", "vs none", "hub CPU ms/write", "streams complete", "dropped", "errors", "hub RSS MB",
+         f">= {RATE_SHARE:.0%} with 200", f"RSS < {RSS_MB:g} MB"],
+        rows,
+        f"   {args.seconds:g} s of writes per row; 'streams complete': streams that received every write of the row;\n"
+        f"   hub CPU ms/write: user + system CPU time of the hub process over the row, per write (less noisy than\n"
+        f"   the rate on a busy machine);\n"
+        f"   hub RSS: the most resident memory of the `skyhub run` process sampled during the row.\n"
+        f"   load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+    ))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The HTTP server under the API: uvicorn (h11) with limits a careless or hostile client cannot outlast.
+
+uvicorn bounds the size of a request's headers (``h11_max_incomplete_event_size``), idle
+keep-alive connections (``timeout_keep_alive``) and open connections (``limit_concurrency``),
+but not the time a client may take to send its headers, nor what happens to a body the API
+answered without reading (a 401 to a 500 MiB upload: uvicorn reads and discards it, for as long
+as the client sends). The protocol here adds:
+
+- a **header timeout**: from a connection's first byte (or the end of the previous response) to
+  the end of the request's headers. A connection that sends nothing, or dribbles its headers,
+  is closed.
+- a **linger limit**: after a response that did not wait for the whole body (401, 413, 408),
+  the server reads and throws away at most ``linger_bytes`` more, for at most ``linger``
+  seconds, then closes. The client can still read the answer (it is sent before the close),
+  and cannot keep the server reading.
+- an **abort** for the app: each request's scope carries ``scope["extensions"]["skyhub.abort"]``,
+  which drops the connection at once. The change stream uses it for a client that stopped
+  reading: a graceful close would wait forever for the unsent buffer to drain.
+
+The body timeout belongs to the gate (``hub/gate.py``): only the app knows whether it reads a
+body, and it answers 408 when the body does not come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .gate import MAX_BODY
+
+if TYPE_CHECKING:
+    from .settings import HttpSettings, Settings
+
+log = logging.getLogger(__name__)
+
+ABORT = "skyhub.abort"
+HEADER_BYTES = 16 * 1024  # request line + headers; uvicorn's default, stated
+LINGER_S = 2.0
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a header timeout, a linger limit and an abort hook."""
+
+    header_timeout = 10.0
+    linger = LINGER_S
+    linger_bytes = 1024 * 1024
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._timer: asyncio.TimerHandle | None = None
+        self._mode: str | None = None
+        self._discarded = 0
+        inner = self.app
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                scope["extensions"] = {**(scope.get("extensions") or {}), ABORT: self._abort}
+            await inner(scope, receive, send)
+
+        self.app = app
+
+    # ---- timers ----------------------------------------------------------------------------
+    def _arm(self, mode: str, delay: float) -> None:
+        self._disarm()
+        self._mode = mode
+        self._timer = self.loop.call_later(delay, self._expire)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = None
+        self._mode = None
+
+    def _expire(self) -> None:
+        self._timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _abort(self) -> None:
+        self._disarm()
+        self.transport.abort()  # even when closing: close() may be waiting on a buffer the client never reads
+
+    # ---- the protocol's events -------------------------------------------------------------
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm("headers", self.header_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.transport.is_closing():
+            self._disarm()
+            return
+        theirs, ours = self.conn.their_state, self.conn.our_state
+        if theirs is h11.IDLE:  # between requests, or part way through a request's headers
+            if self._mode != "headers":
+                self._arm("headers", self.header_timeout)
+        elif theirs is h11.SEND_BODY and ours in (h11.DONE, h11.MUST_CLOSE):  # answered: the rest is unwanted
+            if self._mode != "linger":
+                self._start_linger()
+            self._discarded += len(data)
+            if self._discarded > self.linger_bytes:
+                self._disarm()
+                self.transport.close()
+        elif self._mode is not None:  # the headers are in: the app (and the gate's body timeout) take over
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.SEND_BODY:
+            self._start_linger()
+
+    def _start_linger(self) -> None:
+        self._discarded = 0
+        self._arm("linger", self.linger)
+
+
+def protocol_for(http: HttpSettings, max_body: int) -> type[GuardedH11Protocol]:
+    """The protocol class with these limits (uvicorn makes one instance per connection)."""
+    return type(
+        "HubH11Protocol", (GuardedH11Protocol,),
+        {"header_timeout": http.header_timeout, "linger_bytes": max_body, "linger": min(LINGER_S, http.body_timeout)},
+    )
+
+
+class HubServer(uvicorn.Server):
+    """uvicorn's server, telling the API its URL once it is bound (``--port 0`` picks one)."""
+
+    def __init__(self, config: uvicorn.Config, on_bound: Callable[[str], None]) -> None:
+        super().__init__(config)
+        self.on_bound = on_bound
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        if self.started and getattr(self, "servers", None):
+            host, port = self.servers[0].sockets[0].getsockname()[:2]
+            self.on_bound(f"http://{host}:{port}")
+
+
+def make_server(api: Any, host: str, port: int, settings: Settings) -> uvicorn.Server:
+    """The uvicorn server for the API, with every limit set (none left to a default).
+
+    Device signatures are verified against ``settings.public_url``, or, unset, the URL the
+    server is bound to (``http://HOST:PORT``).
+    """
+    http = settings.http
+
+    def bound(url: str) -> None:
+        if not settings.public_url:
+            api.state.public_url = url
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                log.warning("device signatures are checked for %s: set SKYHUB_PUBLIC_URL to the URL devices use", url)
+
+    api.state.public_url = settings.public_url or f"http://{host}:{port}"
+    config = uvicorn.Config(
+        api, host=host, port=port, log_level="warning", access_log=False, lifespan="off",
+        http=protocol_for(http, MAX_BODY), ws="none",
+        timeout_keep_alive=max(1, round(http.keep_alive)),
+        timeout_graceful_shutdown=5,
+        h11_max_incomplete_event_size=HEADER_BYTES,
+        limit_concurrency=http.max_connections,
+        backlog=2048,
+    )
+    return HubServer(config, bound)
