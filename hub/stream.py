@@ -103,12 +103,13 @@ class Fanout:
     """Reads the change log once for every open stream. Lives on the server's event loop."""
 
     def __init__(
-        self, store: Any, render: Callable[[Change], bytes], *, queue_size: int = 1000, keepalive: float = 15.0,
+        self, store: Any, render: Callable[[Change], bytes], *, queue_size: int = 1000, buffer: int = BUFFER, keepalive: float = 15.0,
         write_timeout: float | None = None, pause_per_stream: float = PAUSE_PER_STREAM, stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.store = store
         self.render = render
         self.queue_size = max(1, queue_size)
+        self.buffer = buffer
         self.page = max(1, min(PAGE, self.queue_size // 2))
         self.keepalive = keepalive
         self.write_timeout = write_timeout if write_timeout is not None else max(30.0, 2 * keepalive)
@@ -296,7 +297,7 @@ class Fanout:
     def _publish(self, batch: list[Rendered]) -> None:
         first, last = batch[0][0], batch[-1][0]
         self._buffer.extend(batch)
-        while len(self._buffer) > BUFFER:
+        while len(self._buffer) > self.buffer:
             self._lo = self._buffer.popleft()[0]
         self._hi = last
         whole = b"".join(text for _, text in batch)
