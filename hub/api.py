@@ -282,6 +282,11 @@ def create_api(app: App) -> FastAPI:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid")
         return _error(code, str(exc.detail), exc.status_code)
 
+    @api.exception_handler(Exception)
+    async def failure(request: Request, exc: Exception) -> JSONResponse:
+        # a bug, not bad input: the body keeps the API's shape; uvicorn logs the traceback
+        return _error("error", f"the hub failed on this request ({type(exc).__name__}); its log has the details", 500)
+
     async def principal(request: Request) -> Principal:
         who = request.scope.get(PRINCIPAL)
         if who is None:  # the gate lets no such request through; this is the second lock

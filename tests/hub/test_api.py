@@ -123,3 +123,36 @@ def test_cli_against_a_hub_has_the_same_exit_codes(hub, tmp_path):
                             env={**env, "SKYHUB_TOKEN": "skh_0123456789ab_" + "z" * 43}, cwd=tmp_path, timeout=60)
     assert denied.returncode == 4 and denied.stderr.startswith("skyhub: unauthorized:")
     assert cli("user", "add", "eve").returncode == 2  # people are added on the hub, not over it
+
+
+def test_health_answers_from_its_own_budget_while_the_store_hangs():
+    import asyncio
+    from types import SimpleNamespace
+
+    from hub.api import HealthProbe
+
+    release, calls = threading.Event(), []
+
+    def hanging_health():
+        calls.append(1)
+        release.wait(30)
+        return {"ok": True, "store": {"ok": True}}
+
+    app = SimpleNamespace(health=hanging_health, store=SimpleNamespace(url="postgresql://u:secret@db/x"),
+                          feed=SimpleNamespace(running=True), scheduler=SimpleNamespace(running=True))
+    probe = HealthProbe(app, budget=0.2)  # type: ignore[arg-type]
+
+    async def checks():
+        first, second = await probe(), await probe()
+        release.set()
+        while not probe._pending.done():
+            await asyncio.sleep(0.01)
+        return first, second, await probe()
+
+    first, second, after = asyncio.run(checks())
+    assert first == second == {
+        "ok": False, "store": {"url": "postgresql://u:***@db/x", "ok": False, "error": "the store did not answer within 0.2 s"},
+        "feed": {"running": True}, "scheduler": {"running": True},
+    }
+    assert after == {"ok": True, "store": {"ok": True}}
+    assert len(calls) == 2  # the second check joined the first instead of piling up a thread
