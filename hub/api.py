@@ -29,7 +29,7 @@ import json
 import logging
 import math
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import Body, Depends, FastAPI, Header, Query, Request
@@ -47,6 +47,7 @@ from vault import Vault
 from .auth import AUTH_DB, Authenticator, Principal, Unauthorized
 from .gate import MAX_BODY, PRINCIPAL, Gate, Unprocessable
 from .stream import EventStream, Fanout, event
+from .worker import Worker
 
 if TYPE_CHECKING:
     from .app import App
@@ -62,7 +63,9 @@ MAX_SEQ = 2**62
 
 
 class ErrorBody(BaseModel):
-    error: str = Field(description="A stable code: invalid, unauthorized, forbidden, not_found, conflict, too_large, backend")
+    error: str = Field(
+        description="A stable code: invalid, unauthorized, forbidden, not_found, timeout, conflict, too_large, backend, error"
+    )
     reason: str = Field(description="One sentence a person can act on")
 
 
@@ -126,7 +129,7 @@ class WhoAmI(BaseModel):
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 413, 422, 503)
+    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 408, 409, 413, 422, 500, 503)
 }
 
 
@@ -211,17 +214,17 @@ def render(c: Change) -> bytes:
 
 class HealthProbe:
     """``app.health()`` within a budget: in a thread of its own, at most one at a time; a
-    check still waiting on the store is joined, not doubled."""
+    check still waiting on the store is joined, not doubled, so a hung store costs one thread."""
 
     def __init__(self, app: App, budget: float = HEALTH_BUDGET_S) -> None:
         self.app = app
         self.budget = budget
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="health")
+        self._worker = Worker("health")
         self._pending: Future[dict[str, Any]] | None = None
 
     async def __call__(self) -> dict[str, Any]:
         if self._pending is None or self._pending.done():
-            self._pending = self._executor.submit(self.app.health)
+            self._pending = self._worker.submit(self.app.health)
         try:
             async with asyncio.timeout(self.budget):
                 return await asyncio.shield(asyncio.wrap_future(self._pending))

@@ -6,9 +6,9 @@ but not the time a client may take to send its headers, nor what happens to a bo
 answered without reading (a 401 to a 500 MiB upload: uvicorn reads and discards it, for as long
 as the client sends). The protocol here adds:
 
-- a **header timeout**: from a connection's first byte (or the end of the previous response) to
-  the end of the request's headers. A connection that sends nothing, or dribbles its headers,
-  is closed.
+- a **header timeout**: from the moment a connection opens, or the next request's first bytes
+  arrive, to the end of that request's headers. A connection that sends nothing, or dribbles
+  its headers, is closed. (Between requests, uvicorn's keep-alive timeout closes idle ones.)
 - a **linger limit**: after a response that did not wait for the whole body (401, 413, 408),
   the server reads and throws away at most ``linger_bytes`` more, for at most ``linger``
   seconds, then closes. The client can still read the answer (it is sent before the close),

@@ -30,7 +30,6 @@ import json
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -39,6 +38,7 @@ from starlette.responses import Response
 from ledger import Change, LedgerError
 
 from .server import ABORT
+from .worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class Fanout:
         self._lo = self._hi = 0  # the buffer holds every change in (lo, hi]
         self._reader: asyncio.Task[None] | None = None
         self._start_lock: asyncio.Lock | None = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="stream-reader")
+        self._worker = Worker("stream-reader")
 
     def stats(self) -> dict[str, Any]:
         return {"open": len(self._clients), "live": len(self._live), "dropped": self.dropped, "seq": self._hi}
@@ -211,7 +211,8 @@ class Fanout:
         self.dropped += 1
         sub.reason = (code, reason)
         sub.ready.set()
-        log.info("change stream dropped: %s", reason)
+        if code == "too_slow":
+            log.info("change stream dropped: %s", reason)
         if sub.writing_since is not None and sub.abort is not None:
             sub.abort()  # it is not taking what it has: it cannot take the reason either
 
@@ -225,7 +226,7 @@ class Fanout:
             if self._reader is not None:
                 return
             loop = asyncio.get_running_loop()
-            head = await loop.run_in_executor(self._executor, self.store.head_seq)
+            head = await self._worker.run(self.store.head_seq)
             self._buffer.clear()
             self._lo = self._hi = head
             wake = asyncio.Event()
@@ -270,18 +271,17 @@ class Fanout:
                 self._reader = None
 
     async def _read_new(self, check_head: bool = False) -> int:
-        loop = asyncio.get_running_loop()
         total = 0
         try:
             while True:
-                batch = await loop.run_in_executor(self._executor, self._read, self._hi, self.page)
+                batch = await self._worker.run(self._read, self._hi, self.page)
                 if batch:
                     self._publish(batch)
                     total += len(batch)
                 if len(batch) < self.page:
                     break
             if check_head and not total:
-                head = await loop.run_in_executor(self._executor, self.store.head_seq)
+                head = await self._worker.run(self.store.head_seq)
                 if head < self._hi:  # the log was reset (a restored backup, a test emptying it)
                     log.warning("change log is behind the stream reader (%d < %d): starting again at its head", head, self._hi)
                     self._buffer.clear()
