@@ -81,16 +81,18 @@ class Gate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        unread = has_body(scope)  # until the gate has read it all
         try:
             path = strict_path(scope)
             strict_query(scope)
             self._check_length(scope)
-            if path in self.public:
-                await self.app({**scope, "path": path}, receive, send)
+            if path in self.public:  # these read no body: one sent anyway ends the connection
+                await self.app({**scope, "path": path}, receive, closing(send) if unread else send)
                 return
             principal, body = await self._admit(scope, path, receive)
+            unread = False
         except LedgerError as exc:
-            await answer(send, exc)
+            await answer(send, exc, close=unread)
             return
         except _Gone:
             return
@@ -185,13 +187,33 @@ def replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-async def answer(send: Send, exc: LedgerError) -> None:
-    """The API's error body for a request the gate refuses."""
+def has_body(scope: Scope) -> bool:
+    """Whether the request says a body follows (chunked, or a Content-Length over 0)."""
+    for key, value in scope["headers"]:
+        if key == b"transfer-encoding" or (key == b"content-length" and value.strip(b"0 ")):
+            return True
+    return False
+
+
+def closing(send: Send) -> Send:
+    """``send``, with ``Connection: close`` on the response (the server lingers, then closes)."""
+
+    async def send_closing(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+        await send(message)
+
+    return send_closing
+
+
+async def answer(send: Send, exc: LedgerError, *, close: bool = False) -> None:
+    """The API's error body for a request the gate refuses; ``close`` when its body was not
+    read: the connection cannot carry another request (see hub/server.py, lingering close)."""
     body = json.dumps({"error": exc.code, "reason": exc.reason}, separators=(",", ":")).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if exc.status == 401:
         headers.append((b"www-authenticate", f'Bearer realm="skyhub", {SCHEME}'.encode()))
-    if isinstance(exc, RequestTimeout):
-        headers.append((b"connection", b"close"))  # a client this slow gets no more of the server's time
+    if close:
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": exc.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -9,10 +9,13 @@ as the client sends). The protocol here adds:
 - a **header timeout**: from the moment a connection opens, or the next request's first bytes
   arrive, to the end of that request's headers. A connection that sends nothing, or dribbles
   its headers, is closed. (Between requests, uvicorn's keep-alive timeout closes idle ones.)
-- a **linger limit**: after a response that did not wait for the whole body (401, 413, 408),
-  the server reads and throws away at most ``linger_bytes`` more, for at most ``linger``
-  seconds, then closes. The client can still read the answer (it is sent before the close),
-  and cannot keep the server reading.
+- a **lingering close**: an answer that did not wait for the whole body (401, 413, 408) says
+  ``Connection: close`` (the gate adds it). The server then ends its side of the connection
+  and reads and throws away at most ``linger_bytes`` more of the body, for at most ``linger``
+  seconds, before it closes. The client reads the answer (closing at once, with its body
+  unread, would make TCP reset the connection and could drop the answer on the way), and
+  cannot keep the server reading. A body the app left unread without saying close is thrown
+  away within the same limits.
 - an **abort** for the app: each request's scope carries ``scope["extensions"]["skyhub.abort"]``,
   which drops the connection at once. The change stream uses it for a client that stopped
   reading: a graceful close would wait forever for the unsent buffer to drain.
@@ -47,8 +50,26 @@ HEADER_BYTES = 16 * 1024  # request line + headers; uvicorn's default, stated
 LINGER_S = 2.0
 
 
+class _Transport:
+    """The connection's transport as uvicorn sees it: a ``close()`` while the client is still
+    sending its body becomes a lingering close (see ``GuardedH11Protocol._close``)."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: GuardedH11Protocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+
+    def close(self) -> None:
+        self._protocol._close()
+
+    def is_closing(self) -> bool:
+        return self._protocol._lingering or self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a header timeout, a linger limit and an abort hook."""
+    """uvicorn's h11 protocol with a header timeout, lingering closes and an abort hook."""
 
     header_timeout = 10.0
     linger = LINGER_S
@@ -56,8 +77,10 @@ class GuardedH11Protocol(H11Protocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._raw: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._mode: str | None = None
+        self._lingering = False
         self._discarded = 0
         inner = self.app
 
@@ -82,23 +105,53 @@ class GuardedH11Protocol(H11Protocol):
 
     def _expire(self) -> None:
         self._timer = None
-        if not self.transport.is_closing():
-            self.transport.close()
+        assert self._raw is not None
+        self._raw.close()
 
     def _abort(self) -> None:
         self._disarm()
-        self.transport.abort()  # even when closing: close() may be waiting on a buffer the client never reads
+        assert self._raw is not None
+        self._raw.abort()  # even when closing: close() may be waiting on a buffer the client never reads
+
+    def _close(self) -> None:
+        """Close; but if the client is still sending a body we did not want (an early 401, 413
+        or 408 said ``Connection: close``), end our side first and read and throw away the rest
+        for a while, so that closing with unread data (which makes TCP reset the connection and
+        drop whatever of the answer is still unsent) comes only after the answer is long gone."""
+        assert self._raw is not None
+        if self._lingering or self.conn.their_state is not h11.SEND_BODY or self._raw.is_closing():
+            self._disarm()
+            self._raw.close()
+            return
+        self._lingering = True
+        self._discarded = 0
+        if self._raw.can_write_eof():
+            self._raw.write_eof()
+        self._raw.resume_reading()
+        self._arm("linger", self.linger)
 
     # ---- the protocol's events -------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        self._raw = transport
+        super().connection_made(_Transport(transport, self))  # type: ignore[arg-type]
         self._arm("headers", self.header_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._lingering = False
         super().connection_lost(exc)
 
+    def eof_received(self) -> bool | None:  # type: ignore[override]
+        if self._lingering:
+            self._close()
+        return None
+
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            self._discarded += len(data)
+            if self._discarded > self.linger_bytes:
+                self._close()
+            return
         super().data_received(data)
         if self.transport.is_closing():
             self._disarm()
@@ -107,24 +160,21 @@ class GuardedH11Protocol(H11Protocol):
         if theirs is h11.IDLE:  # between requests, or part way through a request's headers
             if self._mode != "headers":
                 self._arm("headers", self.header_timeout)
-        elif theirs is h11.SEND_BODY and ours in (h11.DONE, h11.MUST_CLOSE):  # answered: the rest is unwanted
-            if self._mode != "linger":
-                self._start_linger()
+        elif theirs is h11.SEND_BODY and ours is h11.DONE:  # answered, keeping the connection: the rest is unwanted
+            if self._mode != "discard":
+                self._discarded = 0
+                self._arm("discard", self.linger)
             self._discarded += len(data)
             if self._discarded > self.linger_bytes:
-                self._disarm()
-                self.transport.close()
+                self._close()
         elif self._mode is not None:  # the headers are in: the app (and the gate's body timeout) take over
             self._disarm()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if not self.transport.is_closing() and self.conn.their_state is h11.SEND_BODY:
-            self._start_linger()
-
-    def _start_linger(self) -> None:
-        self._discarded = 0
-        self._arm("linger", self.linger)
+            self._discarded = 0
+            self._arm("discard", self.linger)
 
 
 def protocol_for(http: HttpSettings, max_body: int) -> type[GuardedH11Protocol]:

@@ -146,6 +146,18 @@ def test_a_chunked_body_without_credential_is_refused_before_it_is_read(hub, htt
     assert http.get("/v1/db/notes/history/big").json() == []
 
 
+def test_a_client_refused_mid_body_is_told_to_reconnect_and_its_next_request_succeeds(hub, http):
+    for i in range(10):  # the refused connection is closed after lingering; the client must not reuse it
+        big = http.put("/v1/db/notes/docs/big", content=b"x" * (2 * 1024 * 1024), headers={"Content-Type": "application/json"})
+        refused(big, 413, "too_large")
+        assert big.headers["connection"] == "close"
+        assert http.put(f"/v1/db/notes/docs/after{i}", json={"i": i}).status_code == 200
+        anonymous = httpx.put(f"{hub.url}/v1/db/notes/docs/x", content=b"{}" * 300_000, headers={"Content-Type": "application/json"})
+        refused(anonymous, 401, "unauthorized")
+        assert anonymous.headers["connection"] == "close"
+    assert http.get("/v1/whoami").headers.get("connection") != "close"  # no body: the connection stays
+
+
 def test_a_declared_body_that_never_arrives_does_not_hold_the_connection(hub, http, token):
     head = "PUT /v1/db/notes/docs/slow HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
     authorized = raw(hub, f"{head}Authorization: Bearer {token}\r\n\r\n{{\"v\": ".encode())
