@@ -24,12 +24,10 @@ sequence numbers as ids, so anything else is a client's bug, better seen than pa
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
 import re
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import Body, Depends, FastAPI, Header, Query, Request
@@ -40,14 +38,13 @@ from pydantic import BaseModel, Field, SecretStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ledger import Change, Forbidden, Invalid, Ledger, LedgerError
-from ledger.sql import redact_url
 from vault import DB as VAULT_DB
 from vault import Vault
 
 from .auth import AUTH_DB, Authenticator, Principal, Unauthorized
 from .gate import MAX_BODY, PRINCIPAL, Gate, Unprocessable
+from .health import HealthProbe
 from .stream import EventStream, Fanout, event
-from .worker import Worker
 
 if TYPE_CHECKING:
     from .app import App
@@ -56,7 +53,6 @@ log = logging.getLogger(__name__)
 
 DB = PathParam(description="A database name", pattern=r"^[a-z][a-z0-9_-]{0,63}$")
 DOC_ID = PathParam(description="A document id (up to 512 characters)", min_length=1, max_length=512)
-HEALTH_BUDGET_S = 1.0
 PUBLIC = ("/health",)  # with the OpenAPI description and its pages: no credential needed
 _SEQ = re.compile(r"^[0-9]{1,19}$")
 MAX_SEQ = 2**62
@@ -210,37 +206,6 @@ def visible(c: Change) -> dict[str, Any] | None:
 def render(c: Change) -> bytes:
     item = visible(c)
     return b"" if item is None else event(item, c.seq)
-
-
-class HealthProbe:
-    """``app.health()`` within a budget: in a thread of its own, at most one at a time; a
-    check still waiting on the store is joined, not doubled, so a hung store costs one thread."""
-
-    def __init__(self, app: App, budget: float = HEALTH_BUDGET_S) -> None:
-        self.app = app
-        self.budget = budget
-        self._worker = Worker("health")
-        self._pending: Future[dict[str, Any]] | None = None
-
-    async def __call__(self) -> dict[str, Any]:
-        if self._pending is None or self._pending.done():
-            self._pending = self._worker.submit(self.app.health)
-        try:
-            async with asyncio.timeout(self.budget):
-                return await asyncio.shield(asyncio.wrap_future(self._pending))
-        except TimeoutError:
-            return self._degraded(f"the store did not answer within {self.budget:g} s")
-        except LedgerError as exc:
-            return self._degraded(exc.reason)
-
-    def _degraded(self, reason: str) -> dict[str, Any]:
-        a = self.app
-        return {
-            "ok": False,
-            "store": {"url": redact_url(a.store.url), "ok": False, "error": reason},
-            "feed": {"running": a.feed.running},
-            "scheduler": {"running": a.scheduler.running},
-        }
 
 
 def create_api(app: App) -> FastAPI:

@@ -129,7 +129,7 @@ def test_health_answers_from_its_own_budget_while_the_store_hangs():
     import asyncio
     from types import SimpleNamespace
 
-    from hub.api import HealthProbe
+    from hub.health import HealthProbe
 
     release, calls = threading.Event(), []
 
