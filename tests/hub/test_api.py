@@ -156,3 +156,29 @@ def test_health_answers_from_its_own_budget_while_the_store_hangs():
     }
     assert after == {"ok": True, "store": {"ok": True}}
     assert len(calls) == 2  # the second check joined the first instead of piling up a thread
+
+
+def test_a_stream_on_one_hub_gets_the_writes_made_through_another_hub_process(hub, tmp_path):
+    from tests.hubproc import Hub
+
+    other = Hub(hub.database_url, tmp_path, jobs=False)
+    try:
+        reader, writer = hub.client("user:ana"), other.client("user:bob")
+        start = reader.head_seq()
+        got, stop = [], threading.Event()
+
+        def follow():
+            for change in reader.follow(start, stop):
+                got.append(change.id)
+                if len(got) == 5:
+                    stop.set()
+                    return
+
+        thread = threading.Thread(target=follow, daemon=True)
+        thread.start()
+        for i in range(5):
+            writer.put("notes", {"i": i}, f"x{i}", actor="user:bob")
+        thread.join(30)
+        assert got == [f"x{i}" for i in range(5)]
+    finally:
+        assert other.stop() == 0
