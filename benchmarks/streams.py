@@ -22,6 +22,7 @@ import atexit
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -44,8 +45,9 @@ CHANGE = b"\nevent: change\n"
 # ---- the hub ---------------------------------------------------------------------------
 class HubProcess:
     def __init__(self, url: str, cwd: str) -> None:
+        # 16 request threads: on PostgreSQL each may hold a connection, and the server's 100 are shared
         env = {**os.environ, "SKYHUB_DATABASE_URL": url, "SKYHUB_JOBS__ENABLED": "false", "SKYHUB_LOG_LEVEL": "WARNING",
-               "PYTHONPATH": str(ROOT)}
+               "SKYHUB_HTTP__THREADS": "16", "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen([sys.executable, "-m", "hub", "run", "--port", "0"], cwd=cwd, env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.url = ""
@@ -97,13 +99,20 @@ def hold_streams(host: str, port: int, token: str, n: int, since: int, ready: An
 
     async def one(i: int, connected: list[int], all_in: asyncio.Event) -> None:
         try:
-            reader, writer = await asyncio.open_connection(host, port)
-            writer.write(f"GET /v1/changes/stream?since={since} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
-                         "Accept: text/event-stream\r\n\r\n".encode())
-            await writer.drain()
-            head = await reader.readuntil(b"\r\n\r\n")
-            if not head.startswith(b"HTTP/1.1 200"):
-                errors.append(head.split(b"\r\n")[0].decode())
+            for attempt in range(5):  # a refused connect is tried again, as EventSource would
+                reader, writer = await asyncio.open_connection(host, port)
+                writer.write(f"GET /v1/changes/stream?since={since} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                             f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n".encode())
+                await writer.drain()
+                head = await reader.readuntil(b"\r\n\r\n")
+                if head.startswith(b"HTTP/1.1 200"):
+                    break
+                body = await asyncio.wait_for(reader.read(300), 5)
+                status = head.split(b"\r\n")[0].decode()
+                errors.append(f"{status}: {body.decode(errors='replace')}")
+                writer.close()
+                await asyncio.sleep(0.5 * (attempt + 1))
+            else:
                 return
             connected[0] += 1
             if connected[0] == n:
@@ -184,11 +193,13 @@ def measure(hub: HubProcess, token: str, streams: int, seconds: float, tag: str)
         got = results.get(timeout=10)
         expected = writes + 30
         out.update(min_events=min(got["counts"]), complete=sum(1 for c in got["counts"] if c >= expected),
-                   dropped=got["dropped"], stream_errors=len(got["errors"]))
+                   dropped=got["dropped"], stream_errors=len(got["errors"]), first_errors=got["errors"][:3])
     return out
 
 
-def run_backend(backend: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+def run_backend(backend: str, args: argparse.Namespace) -> dict[int, list[dict[str, Any]]]:
+    """Every stream count ``args.repeat`` times, interleaved (0, 10, 50, 200, 0, 10, ...), on one
+    hub, so that noise from other load on the machine falls on every count alike."""
     from hub.app import build_rules
     from hub.auth import add_user
     from ledger import open_store
@@ -200,11 +211,13 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         admin = open_store(url, build_rules())
         try:
             token = add_user(admin, "bench")
-            rows = []
-            for n in args.streams:
-                print(f"  .. {backend}: {n} streams, {args.seconds:g} s of writes", file=sys.stderr, flush=True)
-                rows.append(measure(hub, token, n, args.seconds, f"s{n}"))
-            return rows
+            runs: dict[int, list[dict[str, Any]]] = {n: [] for n in args.streams}
+            for rep in range(args.repeat):
+                for n in args.streams:
+                    print(f"  .. {backend}: {n} streams, {args.seconds:g} s of writes, run {rep + 1}/{args.repeat}",
+                          file=sys.stderr, flush=True)
+                    runs[n].append(measure(hub, token, n, args.seconds, f"r{rep}s{n}"))
+            return runs
         finally:
             admin.close()
             hub.stop()
@@ -213,6 +226,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=10.0, help="seconds of writes per measurement (default 10)")
+    p.add_argument("--repeat", type=int, default=3, help="runs of each stream count, interleaved; medians reported (default 3)")
     p.add_argument("--streams", default="0,10,50,200", help="open streams per measurement (default 0,10,50,200)")
     p.add_argument("--backends", default="sqlite,postgres", help="comma-separated: sqlite,postgres")
     args = p.parse_args(argv)
@@ -220,28 +234,35 @@ def main(argv: list[str] | None = None) -> int:
     atexit.register(bc.kill_all_children)
     print(bc.table("Machine", ["", ""], bc.machine_description()))
     rows = []
+    errors = []
     for backend in args.backends.split(","):
-        results = run_backend(backend, args)
-        base = next((r["rate"] for r in results if r["streams"] == 0), None)
-        for r in results:
-            share = r["rate"] / base if base else None
+        runs = run_backend(backend, args)
+        rate = {n: statistics.median(r["rate"] for r in rs) for n, rs in runs.items()}
+        for n, rs in runs.items():
+            share = rate[n] / rate[0] if rate.get(0) else None
+            rss = max(r["rss"] for r in rs)
             rows.append([
-                backend, r["streams"], r["writes"], r["rate"], f"{share:.0%}" if share is not None else "-", r["cpu_ms"],
-                r.get("complete", "-") if r["streams"] else "-", r.get("dropped", "-") if r["streams"] else "-",
-                r["errors"] + r.get("stream_errors", 0), r["rss"],
-                bc.verdict(share >= RATE_SHARE) if r["streams"] == 200 and share is not None else "-",
-                bc.verdict(r["rss"] < RSS_MB),
+                backend, n, " ".join(f"{r['rate']:.0f}" for r in rs), rate[n], f"{share:.0%}" if share is not None else "-",
+                statistics.median(r["cpu_ms"] for r in rs),
+                f"{sum(r.get('complete', 0) for r in rs)}/{n * len(rs)}" if n else "-",
+                sum(r.get("dropped", 0) for r in rs) if n else "-",
+                sum(r["errors"] + r.get("stream_errors", 0) for r in rs), rss,
+                bc.verdict(share >= RATE_SHARE) if n == 200 and share is not None else "-",
+                bc.verdict(rss < RSS_MB),
             ])
+            errors += [f"{backend}, {n} streams: {e}" for r in rs for e in r.get("first_errors", [])]
+    for e in errors:
+        print(f"stream error: {e}")
     load = os.getloadavg()
     print(bc.table(
         "Write rate with open change streams: one client, one PUT at a time, over HTTP",
-        ["backend", "streams", "writes", "writes/s", "vs none", "hub CPU ms/write", "streams complete", "dropped", "errors", "hub RSS MB",
-         f">= {RATE_SHARE:.0%} with 200", f"RSS < {RSS_MB:g} MB"],
+        ["backend", "streams", "each run (writes/s)", "writes/s", "vs none", "hub CPU ms/write", "streams complete", "dropped",
+         "errors", "hub RSS MB", f">= {RATE_SHARE:.0%} with 200", f"RSS < {RSS_MB:g} MB"],
         rows,
-        f"   {args.seconds:g} s of writes per row; 'streams complete': streams that received every write of the row;\n"
-        f"   hub CPU ms/write: user + system CPU time of the hub process over the row, per write (less noisy than\n"
-        f"   the rate on a busy machine);\n"
-        f"   hub RSS: the most resident memory of the `skyhub run` process sampled during the row.\n"
+        f"   {args.seconds:g} s of writes per run, {args.repeat} runs per row interleaved; writes/s and CPU: medians.\n"
+        "   hub CPU ms/write: user + system CPU time of the hub process per write (less noisy than the rate on a\n"
+        "   busy machine). streams complete: streams that received every write of their run, of all opened.\n"
+        "   hub RSS: the most resident memory of the `skyhub run` process sampled during the row's runs.\n"
         f"   load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
     ))
     return 0
