@@ -136,26 +136,29 @@ class Fanout:
         self._clients.add(sub)
         watcher = loop.create_task(self._watch(receive, sub))
         try:
-            await self._write(sub, send, HELLO)
-            await self._start()
-            while sub.pos < self._lo and not (sub.gone or sub.reason):  # older than the buffer: from the store
-                batch = await run_in_threadpool(self._read, sub.pos, self.page)
-                if not batch:
-                    break
-                sub.pos = batch[-1][0]
-                data = b"".join(text for _, text in batch)
-                if data:
-                    await self._write(sub, send, data)
-            if not (sub.gone or sub.reason):
-                self._join(sub)
-            while not sub.gone:
-                await sub.ready.wait()
-                sub.ready.clear()
-                data = sub.take()
-                if data and not sub.gone:
-                    await self._write(sub, send, data)
-                if sub.reason:
-                    break
+            try:
+                await self._write(sub, send, HELLO)
+                await self._start()
+                while sub.pos < self._lo and not (sub.gone or sub.reason):  # older than the buffer: from the store
+                    batch = await run_in_threadpool(self._read, sub.pos, self.page)
+                    if not batch:
+                        break
+                    sub.pos = batch[-1][0]
+                    data = b"".join(text for _, text in batch)
+                    if data:
+                        await self._write(sub, send, data)
+                if not (sub.gone or sub.reason):
+                    self._join(sub)
+                while not sub.gone:
+                    await sub.ready.wait()
+                    sub.ready.clear()
+                    data = sub.take()
+                    if data and not sub.gone:
+                        await self._write(sub, send, data)
+                    if sub.reason:
+                        break
+            except LedgerError as exc:  # the store failed under this stream: the client is told, and resumes later
+                sub.reason = sub.reason or (exc.code, exc.reason)
             if not sub.gone:
                 await self._end(sub, send)
         finally:

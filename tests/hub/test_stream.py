@@ -296,3 +296,22 @@ def test_the_reader_stops_with_the_last_stream_and_starts_again_at_the_head(stor
         return second
 
     assert asyncio.run(scenario()).ids() == ["b000"]
+
+
+def test_a_store_that_fails_under_a_stream_ends_it_with_the_reason(store):
+    from ledger import BackendError
+
+    class Down(CountingStore):
+        def head_seq(self):
+            raise BackendError("PostgreSQL connection failed: the server closed the connection")
+
+    async def scenario():
+        fanout = Fanout(Down(store._store), render)
+        client = Client()
+        await fanout.serve(0, client.receive, client.send, client.abort)
+        return fanout, client
+
+    fanout, client = asyncio.run(scenario())
+    assert client.ended and client.events() == [
+        ("error", {"error": "backend", "reason": "PostgreSQL connection failed: the server closed the connection"})]
+    assert fanout.stats()["open"] == 0
