@@ -38,6 +38,9 @@ import uvicorn
 from anyio import to_thread
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ledger import Invalid
+
+from .auth import canonical_hub
 from .gate import MAX_BODY
 
 if TYPE_CHECKING:
@@ -199,7 +202,11 @@ class HubServer(uvicorn.Server):
         await super().startup(sockets)
         if self.started and getattr(self, "servers", None):
             host, port = self.servers[0].sockets[0].getsockname()[:2]
-            self.on_bound(f"http://{host}:{port}")
+            self.on_bound(url_for(host, port))
+
+
+def url_for(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def make_server(api: Any, host: str, port: int, settings: Settings) -> uvicorn.Server:
@@ -209,6 +216,14 @@ def make_server(api: Any, host: str, port: int, settings: Settings) -> uvicorn.S
     server is bound to (``http://HOST:PORT``).
     """
     http = settings.http
+    if settings.public_url:
+        try:
+            canonical_hub(settings.public_url)
+        except Invalid:  # a public URL that is not one stops the hub here, with the reason
+            raise Invalid(
+                f"public_url (SKYHUB_PUBLIC_URL) {settings.public_url[:100]!r} is not a URL: use http(s)://HOST[:PORT][/PATH], "
+                "the URL devices use to reach this hub"
+            ) from None
 
     def bound(url: str) -> None:
         if not settings.public_url:
@@ -216,7 +231,7 @@ def make_server(api: Any, host: str, port: int, settings: Settings) -> uvicorn.S
             if host not in ("127.0.0.1", "localhost", "::1"):
                 log.warning("device signatures are checked for %s: set SKYHUB_PUBLIC_URL to the URL devices use", url)
 
-    api.state.public_url = settings.public_url or f"http://{host}:{port}"
+    api.state.public_url = settings.public_url or url_for(host, port)
     config = uvicorn.Config(
         api, host=host, port=port, log_level="warning", access_log=False, lifespan="off",
         http=protocol_for(http, MAX_BODY), ws="none",

@@ -256,3 +256,26 @@ def test_a_request_signed_for_one_hub_is_refused_by_another_and_the_host_header_
     moved = sign_request(key, "roamer", "GET", "/v1/whoami", b"", now, hub="http://evil.test")
     refused = httpx.get(f"{a.url}/v1/whoami", headers={"Authorization": moved, "Host": "evil.test"})
     assert refused.status_code == 401 and "signed for hub 'http://evil.test'" in refused.json()["reason"]
+
+
+def test_a_hub_behind_a_proxy_checks_signatures_against_its_public_url(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.hubproc import ROOT, Hub
+
+    hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False, env={"SKYHUB_PUBLIC_URL": "https://hub.example.org/"})
+    try:
+        key = new_device_key()
+        approve_device(hub.admin, "lane", "device:builder", public_key_of(key))
+        now = hub.admin.clock.now_ms()
+        for_public = sign_request(key, "lane", "GET", "/v1/whoami", b"", now, hub="https://hub.example.org")
+        assert httpx.get(f"{hub.url}/v1/whoami", headers={"Authorization": for_public}).json()["actor"] == "device:builder"
+        for_bound = sign_request(key, "lane", "GET", "/v1/whoami", b"", now, hub=hub.url)
+        refused = httpx.get(f"{hub.url}/v1/whoami", headers={"Authorization": for_bound})
+        assert refused.status_code == 401 and "but this hub is 'https://hub.example.org'" in refused.json()["reason"]
+    finally:
+        hub.stop()
+    bad = subprocess.run([sys.executable, "-m", "hub", "run", "--port", "0"], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**hub.env, "SKYHUB_PUBLIC_URL": "hub.example.org", "PYTHONPATH": str(ROOT)})
+    assert bad.returncode == 1 and "public_url (SKYHUB_PUBLIC_URL) 'hub.example.org' is not a URL" in bad.stderr
