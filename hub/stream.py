@@ -52,10 +52,12 @@ PAGE = 500  # changes per read, live or catching up
 BUFFER = 500  # recent changes kept for clients that reconnect
 # Under a steady stream of writes, the reader waits a little between reads so that one read,
 # and one socket write per stream, carry many changes. Handing a batch to a stream costs the
-# event loop about 40 us (a task wake-up, h11's chunk framing, a send()): measured with
-# benchmarks/streams.py, 200 streams and a new batch every 50 ms added 0.3 ms of hub CPU to
-# every write (1.2 -> 1.5 ms). The pause grows with the streams, 0.5 ms each (200 streams:
-# 100 ms), so fan-out keeps to a few per cent of the loop however many streams are open.
+# event loop about 40 us (a task wake-up, h11's chunk framing, a send()). Measured with
+# benchmarks/streams.py (one writer, 200 streams, SQLite): a batch every 50 ms added 0.3 ms of
+# hub CPU to every write (1.2 -> 1.5 ms); with the pause at 1 ms per stream (200 streams:
+# 200 ms) it adds about 0.15 ms (1.26 -> 1.42), and the writer keeps 90-100 % of its rate.
+# Growing with the streams, the pause keeps fan-out to a few per cent of the loop however many
+# are open; a change waits at most MAX_PAUSE for its batch (none, after a quiet spell).
 PAUSE_PER_STREAM = 0.001
 MAX_PAUSE = 0.25
 SAFETY_READ = 10.0  # a read even without a wake-up, in case one was lost
