@@ -45,9 +45,8 @@ CHANGE = b"\nevent: change\n"
 # ---- the hub ---------------------------------------------------------------------------
 class HubProcess:
     def __init__(self, url: str, cwd: str) -> None:
-        # 16 request threads: on PostgreSQL each may hold a connection, and the server's 100 are shared
         env = {**os.environ, "SKYHUB_DATABASE_URL": url, "SKYHUB_JOBS__ENABLED": "false", "SKYHUB_LOG_LEVEL": "WARNING",
-               "SKYHUB_HTTP__THREADS": "16", "PYTHONPATH": str(ROOT)}
+               "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen([sys.executable, "-m", "hub", "run", "--port", "0"], cwd=cwd, env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.url = ""
@@ -216,7 +215,11 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict[int, list[dict[s
                 for n in args.streams:
                     print(f"  .. {backend}: {n} streams, {args.seconds:g} s of writes, run {rep + 1}/{args.repeat}",
                           file=sys.stderr, flush=True)
-                    runs[n].append(measure(hub, token, n, args.seconds, f"r{rep}s{n}"))
+                    try:
+                        runs[n].append(measure(hub, token, n, args.seconds, f"r{rep}s{n}"))
+                    except Exception as exc:  # noqa: BLE001 - reported; the run goes on
+                        print(f"  .. FAILED: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr, flush=True)
+                        bc.kill_all_children()
             return runs
         finally:
             admin.close()
@@ -237,8 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     errors = []
     for backend in args.backends.split(","):
         runs = run_backend(backend, args)
-        rate = {n: statistics.median(r["rate"] for r in rs) for n, rs in runs.items()}
+        rate = {n: statistics.median(r["rate"] for r in rs) for n, rs in runs.items() if rs}
         for n, rs in runs.items():
+            if not rs:
+                rows.append([backend, n, "failed", None, "-", None, "-", "-", "-", None, "-", "-"])
+                continue
             share = rate[n] / rate[0] if rate.get(0) else None
             rss = max(r["rss"] for r in rs)
             rows.append([

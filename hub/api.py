@@ -24,11 +24,13 @@ sequence numbers as ids, so anything else is a client's bug, better seen than pa
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi import Path as PathParam
@@ -45,11 +47,14 @@ from .auth import AUTH_DB, Authenticator, Principal, Unauthorized
 from .gate import MAX_BODY, PRINCIPAL, Gate, Unprocessable
 from .health import HealthProbe
 from .stream import EventStream, Fanout, event
+from .worker import Worker
 
 if TYPE_CHECKING:
     from .app import App
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 DB = PathParam(description="A database name", pattern=r"^[a-z][a-z0-9_-]{0,63}$")
 DOC_ID = PathParam(description="A document id (up to 512 characters)", min_length=1, max_length=512)
@@ -220,15 +225,25 @@ def create_api(app: App) -> FastAPI:
     api.state.public_url = settings.public_url or f"http://{settings.host}:{settings.port}"  # hub/server.py sets the bound one
     authenticator = Authenticator(store, lambda: api.state.public_url)
     public = {p for p in (*PUBLIC, api.openapi_url, api.docs_url, api.redoc_url, api.swagger_ui_oauth2_redirect_url) if p}
+    probe = HealthProbe(app)
+    pool = Worker("api", settings.http.threads)  # the endpoints' store calls: see hub/worker.py
     api.add_middleware(
         Gate, authenticator=authenticator, clock=store.clock, public=public, max_body=MAX_BODY,
-        body_timeout=settings.http.body_timeout,
+        body_timeout=settings.http.body_timeout, run=pool.run,
     )
     fanout = Fanout(
         store, render, queue_size=settings.http.stream_queue, keepalive=settings.http.stream_keepalive,
-        stopping=app.stopping.is_set,
+        stopping=app.stopping.is_set, run=pool.run,
     )
-    probe = HealthProbe(app)
+
+    def pooled(endpoint: Callable[P, T]) -> Callable[P, Awaitable[T]]:
+        """The endpoint, run in the pool (FastAPI reads its signature through ``__wrapped__``)."""
+
+        @functools.wraps(endpoint)
+        async def in_pool(*args: P.args, **kwargs: P.kwargs) -> T:
+            return await pool.run(endpoint, *args, **kwargs)
+
+        return in_pool
 
     @api.exception_handler(LedgerError)
     async def ledger_error(request: Request, exc: LedgerError) -> JSONResponse:
@@ -276,15 +291,18 @@ def create_api(app: App) -> FastAPI:
         return JSONResponse(report, status_code=200 if report["ok"] else 503)
 
     @api.get("/v1/whoami", tags=["auth"], response_model=WhoAmI)
+    @pooled
     def whoami(who: Principal = Depends(principal)) -> WhoAmI:
         return WhoAmI(actor=who.actor, credential=who.credential)
 
     # ---- documents -----------------------------------------------------------------------
     @api.get("/v1/db/{db}/docs/{doc_id:path}", tags=["documents"])
+    @pooled
     def get_doc(db: str = DB, doc_id: str = DOC_ID, who: Principal = Depends(principal)) -> dict[str, Any]:
         return store.get(reachable(db), doc_id)
 
     @api.put("/v1/db/{db}/docs/{doc_id:path}", tags=["documents"], response_model=Written)
+    @pooled
     def put_doc(
         db: str = DB,
         doc_id: str = DOC_ID,
@@ -297,6 +315,7 @@ def create_api(app: App) -> FastAPI:
         return Written(id=out["_id"], rev=out["_rev"])
 
     @api.post("/v1/db/{db}/docs", tags=["documents"], response_model=Written)
+    @pooled
     def post_doc(
         db: str = DB,
         doc: dict[str, Any] = Body(..., description="The document: a JSON object; _id optional"),
@@ -307,11 +326,13 @@ def create_api(app: App) -> FastAPI:
         return Written(id=out["_id"], rev=out["_rev"])
 
     @api.delete("/v1/db/{db}/docs/{doc_id:path}", tags=["documents"], response_model=Written)
+    @pooled
     def delete_doc(db: str = DB, doc_id: str = DOC_ID, if_rev: str | None = Query(None), who: Principal = Depends(principal)) -> Written:
         out = store.delete(reachable(db), doc_id, actor=who.actor, if_rev=if_rev)
         return Written(id=out["_id"], rev=out["_rev"], deleted=True)
 
     @api.get("/v1/db/{db}/query", tags=["documents"], response_model=QueryPage)
+    @pooled
     def query(
         db: str = DB,
         field: str = Query(..., description="A top-level field, e.g. status"),
@@ -331,11 +352,13 @@ def create_api(app: App) -> FastAPI:
         return QueryPage(docs=page.docs, next=page.next)
 
     @api.get("/v1/db/{db}/history/{doc_id:path}", tags=["documents"], response_model=list[ChangeOut])
+    @pooled
     def history(db: str = DB, doc_id: str = DOC_ID, who: Principal = Depends(principal)) -> list[dict[str, Any]]:
         return [c.as_dict() for c in store.history(reachable(db), doc_id)]
 
     # ---- changes -------------------------------------------------------------------------
     @api.get("/v1/changes", tags=["changes"], response_model=ChangesPage)
+    @pooled
     def changes(
         since: int = Query(0, ge=0, le=MAX_SEQ), limit: int = Query(100, ge=1, le=1000), who: Principal = Depends(principal),
     ) -> ChangesPage:
@@ -344,6 +367,7 @@ def create_api(app: App) -> FastAPI:
         return ChangesPage(changes=[ChangeOut(**c) for c in shown], last=batch[-1].seq if batch else since)
 
     @api.get("/v1/head", tags=["changes"], response_model=Head)
+    @pooled
     def head(who: Principal = Depends(principal)) -> Head:
         return Head(seq=store.head_seq())
 
@@ -371,6 +395,7 @@ def create_api(app: App) -> FastAPI:
         return Vault(Ledger(store, who.actor), app.master_key)
 
     @api.put("/v1/vault/credentials/{platform}/{account}", tags=["vault"], response_model=Credential)
+    @pooled
     def vault_put(
         platform: str = PathParam(description="bluesky, instagram, threads or facebook"),
         account: str = PathParam(description="The account, e.g. ourbot.bsky.social or an Instagram user id"),
@@ -384,20 +409,24 @@ def create_api(app: App) -> FastAPI:
         return meta
 
     @api.get("/v1/vault/credentials", tags=["vault"], response_model=list[Credential])
+    @pooled
     def vault_list(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
         return vault_for(who).list()
 
     @api.get("/v1/vault/credentials/{cred_id}", tags=["vault"], response_model=Credential)
+    @pooled
     def vault_show(cred_id: str = PathParam(max_length=200), who: Principal = Depends(principal)) -> dict[str, Any]:
         return vault_for(who).show(cred_id)
 
     @api.delete("/v1/vault/credentials/{cred_id}", tags=["vault"], response_model=Written)
+    @pooled
     def vault_rm(cred_id: str = PathParam(max_length=200), who: Principal = Depends(principal)) -> Written:
         Vault(Ledger(store, who.actor), app.master_key).remove(cred_id)
         return Written(id=cred_id, rev="", deleted=True)
 
     # ---- machines ------------------------------------------------------------------------
     @api.get("/v1/machines", tags=["machines"])
+    @pooled
     def machines(
         format: Literal["json", "mermaid"] = Query("json"), who: Principal = Depends(principal),  # noqa: A002
     ) -> Any:

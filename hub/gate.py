@@ -68,7 +68,7 @@ class _Gone(Exception):
 class Gate:
     def __init__(
         self, app: ASGIApp, *, authenticator: Authenticator, clock: Clock, public: Collection[str],
-        max_body: int, body_timeout: float,
+        max_body: int, body_timeout: float, run: Callable[..., Awaitable[Any]] = run_in_threadpool,
     ) -> None:
         self.app = app
         self.authenticator = authenticator
@@ -76,6 +76,7 @@ class Gate:
         self.public = frozenset(public)
         self.max_body = max_body
         self.body_timeout = body_timeout
+        self.run = run  # where the credential checks call the store
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -105,9 +106,9 @@ class Gate:
         query = scope.get("query_string", b"").decode("latin-1")
         if query:
             target += "?" + query
-        first = await run_in_threadpool(self.authenticator.check, authorization, method, target, self.clock.now_ms())
+        first = await self.run(self.authenticator.check, authorization, method, target, self.clock.now_ms())
         body = await self._read(receive)
-        principal = first if isinstance(first, Principal) else await run_in_threadpool(self.authenticator.verify, first, body)
+        principal = first if isinstance(first, Principal) else await self.run(self.authenticator.verify, first, body)
         if body:
             try:
                 body.decode("utf-8")

@@ -21,9 +21,8 @@ as the client sends). The protocol here adds:
   reading: a graceful close would wait forever for the unsent buffer to drain.
 
 The body timeout belongs to the gate (``hub/gate.py``): only the app knows whether it reads a
-body, and it answers 408 when the body does not come. The thread pool that runs the endpoints
-is ``http.threads`` wide (40, anyio's default, unless set): each of its threads may hold a
-database connection.
+body, and it answers 408 when the body does not come. The threads that run the endpoints are
+the API's (``hub/worker.py``, ``http.threads`` of them).
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 import h11
 import uvicorn
-from anyio import to_thread
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ledger import Invalid
@@ -191,14 +189,11 @@ def protocol_for(http: HttpSettings, max_body: int) -> type[GuardedH11Protocol]:
 class HubServer(uvicorn.Server):
     """uvicorn's server, telling the API its URL once it is bound (``--port 0`` picks one)."""
 
-    def __init__(self, config: uvicorn.Config, on_bound: Callable[[str], None], threads: int = 40) -> None:
+    def __init__(self, config: uvicorn.Config, on_bound: Callable[[str], None]) -> None:
         super().__init__(config)
         self.on_bound = on_bound
-        self.threads = threads
 
     async def startup(self, sockets: Any = None) -> None:
-        # the pool that runs the API's endpoints (and the gate's credential checks)
-        to_thread.current_default_thread_limiter().total_tokens = max(1, self.threads)
         await super().startup(sockets)
         if self.started and getattr(self, "servers", None):
             host, port = self.servers[0].sockets[0].getsockname()[:2]
@@ -241,4 +236,4 @@ def make_server(api: Any, host: str, port: int, settings: Settings) -> uvicorn.S
         limit_concurrency=http.max_connections,
         backlog=2048,
     )
-    return HubServer(config, bound, http.threads)
+    return HubServer(config, bound)

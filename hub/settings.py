@@ -87,7 +87,7 @@ class HttpSettings(BaseModel):
     body_timeout: float = 30.0      # ... and its body (at most 1 MiB) within this after them
     keep_alive: float = 5.0         # an idle keep-alive connection is closed after this
     max_connections: int = 1000     # open connections, change streams included; beyond, 503
-    threads: int = 40               # requests served at once (each thread may hold a database connection)
+    threads: int = 16               # requests served at once; each thread holds a database connection
     stream_queue: int = 1000        # changes waiting for one slow change stream before it is dropped
     stream_keepalive: float = 15.0  # a comment line on a quiet change stream, this often
 

@@ -107,6 +107,7 @@ class Fanout:
     def __init__(
         self, store: Any, render: Callable[[Change], bytes], *, queue_size: int = 1000, buffer: int = BUFFER, keepalive: float = 15.0,
         write_timeout: float | None = None, pause_per_stream: float = PAUSE_PER_STREAM, stopping: Callable[[], bool] = lambda: False,
+        run: Callable[..., Awaitable[Any]] = run_in_threadpool,
     ) -> None:
         self.store = store
         self.render = render
@@ -117,6 +118,7 @@ class Fanout:
         self.write_timeout = write_timeout if write_timeout is not None else max(30.0, 2 * keepalive)
         self.pause_per_stream = pause_per_stream
         self.stopping = stopping
+        self.run = run  # where streams catching up read the store
         self.dropped = 0
         self._clients: set[Subscriber] = set()  # every open stream, catching up or live
         self._live: set[Subscriber] = set()  # those that get the live batches
@@ -142,7 +144,7 @@ class Fanout:
                 await self._write(sub, send, HELLO)
                 await self._start()
                 while sub.pos < self._lo and not (sub.gone or sub.reason):  # older than the buffer: from the store
-                    batch = await run_in_threadpool(self._read, sub.pos, self.page)
+                    batch = await self.run(self._read, sub.pos, self.page)
                     if not batch:
                         break
                     sub.pos = batch[-1][0]

@@ -108,8 +108,7 @@ async def load(url: str, token: str, start: int, head_after: object) -> dict:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def hub(request, tmp_path):
-    """A hub of its own: 16 request threads, so that with PostgreSQL it holds about 20 of the
-    server's connections, which other test runs share."""
+    """A hub of its own, so that the load and the streams it leaves behind meet no other test."""
     schema = None
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path}/hub.db"
@@ -118,7 +117,7 @@ def hub(request, tmp_path):
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(f"CREATE SCHEMA {schema}")
         url = pg_schema_url(schema)
-    hub = Hub(url, tmp_path, jobs=False, env={"SKYHUB_HTTP__THREADS": "16"})
+    hub = Hub(url, tmp_path, jobs=False)
     try:
         yield hub
     finally:
