@@ -1,28 +1,45 @@
 """The HTTP API: the store over the network, with the same rules as a local write.
 
-Every endpoint but ``/health`` needs a credential (an operator token or a signed device
-request); the authenticated actor is the actor of the write, and the machines decide what it
-may do: this module adds no second rulebook. Errors are ``{"error": code, "reason": text}``
-with 400/422 (bad input), 401, 403, 404, 409, 413 and 503.
+Every endpoint but ``/health`` and the OpenAPI description needs a credential (an operator
+token or a signed device request). The gate (``hub/gate.py``) checks it from the headers
+before it reads a byte of the body, and bounds the body (1 MiB and a little, however framed)
+and the time it may take; the authenticated actor is the actor of the write, and the machines
+decide what it may do: this module adds no second rulebook.
+
+Errors are ``{"error": code, "reason": sentence}``:
+
+- 400 ``invalid``: the request is readable but its values are refused: a path that is not
+  UTF-8 after percent-decoding, a ``key_json`` that is not strict JSON (NaN, Infinity, an
+  integer beyond 64 bits, a lone surrogate), a ``Last-Event-ID`` that is not a sequence
+  number, a document the store refuses (a reserved field, a bad id).
+- 422 ``invalid``: the body or a parameter cannot be read as the endpoint declares it: a
+  body that is not UTF-8, not JSON or not a JSON object; a parameter of the wrong type.
+- 401 ``unauthorized``, 403 ``forbidden``, 404 ``not_found``, 408 ``timeout`` (the body did
+  not arrive in time), 409 ``conflict``, 413 ``too_large``, 503 ``backend`` (and ``/health``
+  when something is down).
+
+A junk ``Last-Event-ID`` is refused (400) rather than ignored: the stream only ever sends
+sequence numbers as ids, so anything else is a client's bug, better seen than papered over.
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import json
 import logging
-from typing import Any, Literal
+import math
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field, SecretStr
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ledger import Change, Forbidden, Invalid, Ledger, LedgerError, TooLarge
-from ledger.document import MAX_DOC_BYTES
+from ledger import Change, Forbidden, Invalid, Ledger, LedgerError
 from vault import DB as VAULT_DB
 from vault import NoMasterKey, Vault, credential_id
 from vault.keys import ALTERNATIVES
@@ -30,16 +47,26 @@ from vault.rotation import verify as verify_now
 
 from .app import App
 from .auth import AUTH_DB, Authenticator, Principal, Unauthorized
+from .gate import MAX_BODY, PRINCIPAL, Gate, Unprocessable
+from .health import HealthProbe
+from .stream import EventStream, Fanout, event
+from .worker import Worker
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 DB = PathParam(description="A database name", pattern=r"^[a-z][a-z0-9_-]{0,63}$")
 DOC_ID = PathParam(description="A document id (up to 512 characters)", min_length=1, max_length=512)
-MAX_BODY = MAX_DOC_BYTES + 64 * 1024
+PUBLIC = ("/health",)  # with the OpenAPI description and its pages: no credential needed
+_SEQ = re.compile(r"^[0-9]{1,19}$")
+MAX_SEQ = 2**62
 
 
 class ErrorBody(BaseModel):
-    error: str = Field(description="A stable code: invalid, unauthorized, forbidden, not_found, conflict, too_large, backend")
+    error: str = Field(
+        description="A stable code: invalid, unauthorized, forbidden, not_found, timeout, conflict, too_large, backend, error"
+    )
     reason: str = Field(description="One sentence a person can act on")
 
 
@@ -103,7 +130,7 @@ class WhoAmI(BaseModel):
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 413, 422, 503)
+    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 408, 409, 413, 422, 500, 503)
 }
 
 
@@ -116,22 +143,107 @@ def _refusal(exc: LedgerError) -> JSONResponse:
     return _error(exc.code, exc.reason, exc.status)
 
 
+# ---- strict parsing of what the HTTP layer reads itself ----------------------------------
+def _no_constant(name: str) -> Any:
+    raise Invalid(f"key_json: {name} is not JSON: use a finite number, a string, true, false or null")
+
+
+def _int64(text: str) -> int:
+    if len(text.lstrip("-")) > 19 or not -(2**63) <= (value := int(text)) < 2**63:
+        raise Invalid("key_json: integers must fit in 64 bits (-2^63 to 2^63-1); store larger ones as strings")
+    return value
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise Invalid(f"key_json: {text[:40]} is out of range for a number")
+    return value
+
+
+def parse_key_json(text: str) -> Any:
+    """A query key given as JSON, parsed strictly: no NaN or Infinity, integers within 64 bits,
+    finite floats, strings that are valid Unicode (no lone surrogates)."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant, parse_int=_int64, parse_float=_finite)
+    except json.JSONDecodeError as exc:
+        raise Invalid(f"key_json is not valid JSON ({exc.msg} at {exc.pos})") from None
+    except RecursionError:
+        raise Invalid("key_json is nested too deeply") from None
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Invalid("key_json: the string holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode") from None
+    return value
+
+
+def parse_last_event_id(text: str | None) -> int | None:
+    """``Last-Event-ID``: absent or empty, or a sequence number this stream sent as an id."""
+    if text is None or not text.strip():
+        return None
+    if not _SEQ.match(text.strip()) or int(text) > MAX_SEQ:
+        raise Invalid(f"Last-Event-ID must be the id of an event this stream sent (a sequence number), not {text[:40]!r}")
+    return int(text)
+
+
+def _unreadable(cause: BaseException) -> str:
+    if isinstance(cause, RecursionError):
+        return "it is nested too deeply"
+    if isinstance(cause, UnicodeDecodeError):
+        return "it is not UTF-8"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return "a number has too many digits (more than 4,300)"
+    return f"{type(cause).__name__}"
+
+
+# ---- what streams and pages show -----------------------------------------------------------
+def visible(c: Change) -> dict[str, Any] | None:
+    """A change as the API shows it: none of the auth database, no vault ciphertext."""
+    if c.db == AUTH_DB:
+        return None
+    item = c.as_dict()
+    if c.db == VAULT_DB:
+        item["doc"] = {k: v for k, v in c.doc.items() if k != "sealed"}
+    return item
+
+
+def render(c: Change) -> bytes:
+    item = visible(c)
+    return b"" if item is None else event(item, c.seq)
+
+
 def create_api(app: App) -> FastAPI:
     store = app.store
-    authenticator = Authenticator(store)
+    settings = app.settings
     api = FastAPI(
         title="skyhub",
         version="1",
         description="The skyhub ledger over HTTP: documents, queries, history, the change stream and machines.",
         responses=ERRORS,
     )
+    api.state.public_url = settings.public_url or f"http://{settings.host}:{settings.port}"  # hub/server.py sets the bound one
+    authenticator = Authenticator(store, lambda: api.state.public_url)
+    public = {p for p in (*PUBLIC, api.openapi_url, api.docs_url, api.redoc_url, api.swagger_ui_oauth2_redirect_url) if p}
+    probe = HealthProbe(app)
+    pool = Worker("api", settings.http.threads)  # the endpoints' store calls: see hub/worker.py
+    api.add_middleware(
+        Gate, authenticator=authenticator, clock=store.clock, public=public, max_body=MAX_BODY,
+        body_timeout=settings.http.body_timeout, run=pool.run,
+    )
+    fanout = Fanout(
+        store, render, queue_size=settings.http.stream_queue, keepalive=settings.http.stream_keepalive,
+        stopping=app.stopping.is_set, run=pool.run,
+    )
 
-    @api.middleware("http")
-    async def limit_body(request: Request, call_next: Any) -> Any:
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > MAX_BODY:
-            return _refusal(TooLarge(f"request body is {int(length):,} bytes; documents are at most {MAX_DOC_BYTES:,} bytes (1 MiB)"))
-        return await call_next(request)
+    def pooled(endpoint: Callable[P, T]) -> Callable[P, Awaitable[T]]:
+        """The endpoint, run in the pool (FastAPI reads its signature through ``__wrapped__``)."""
+
+        @functools.wraps(endpoint)
+        async def in_pool(*args: P.args, **kwargs: P.kwargs) -> T:
+            return await pool.run(endpoint, *args, **kwargs)
+
+        return in_pool
 
     @api.exception_handler(LedgerError)
     async def ledger_error(request: Request, exc: LedgerError) -> JSONResponse:
@@ -140,22 +252,29 @@ def create_api(app: App) -> FastAPI:
     @api.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
+        if first.get("type") == "json_invalid":
+            at = first.get("loc", ("body", "?"))[-1]
+            return _error("invalid", f"the body is not valid JSON ({first.get('ctx', {}).get('error', 'decode error')} at {at})", 422)
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
         return _error("invalid", f"{where}: {first.get('msg', 'is not valid')}", 422)
 
     @api.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI could not parse the body
+            return _refusal(Unprocessable(f"the body is not JSON the hub can read: {_unreadable(exc.__cause__)}"))
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid")
         return _error(code, str(exc.detail), exc.status_code)
 
-    async def principal(request: Request, authorization: str | None = Header(None)) -> Principal:
-        body = await request.body()
-        target = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1")
-        query = request.scope.get("query_string", b"").decode("latin-1")
-        if query:
-            target += "?" + query
-        now = store.clock.now_ms()
-        return await run_in_threadpool(authenticator.authenticate, authorization, request.method, target, body, now)
+    @api.exception_handler(Exception)
+    async def failure(request: Request, exc: Exception) -> JSONResponse:
+        # a bug, not bad input: the body keeps the API's shape; uvicorn logs the traceback
+        return _error("error", f"the hub failed on this request ({type(exc).__name__}); its log has the details", 500)
+
+    async def principal(request: Request) -> Principal:
+        who = request.scope.get(PRINCIPAL)
+        if who is None:  # the gate lets no such request through; this is the second lock
+            raise Unauthorized("no credential: send 'Authorization: Bearer <token>' or a signed device request")
+        return who  # type: ignore[no-any-return]
 
     def reachable(db: str) -> str:
         if db == AUTH_DB:
@@ -165,21 +284,25 @@ def create_api(app: App) -> FastAPI:
         return db
 
     # ---- health --------------------------------------------------------------------------
-    @api.get("/health", tags=["health"], responses={503: {"description": "Something is down"}})
-    def health() -> JSONResponse:
-        report = app.health()
+    @api.get("/health", tags=["health"], responses={503: {"description": "Something is down; the body says what"}})
+    async def health() -> JSONResponse:
+        report = await probe()
+        report["streams"] = fanout.stats()
         return JSONResponse(report, status_code=200 if report["ok"] else 503)
 
     @api.get("/v1/whoami", tags=["auth"], response_model=WhoAmI)
+    @pooled
     def whoami(who: Principal = Depends(principal)) -> WhoAmI:
         return WhoAmI(actor=who.actor, credential=who.credential)
 
     # ---- documents -----------------------------------------------------------------------
     @api.get("/v1/db/{db}/docs/{doc_id:path}", tags=["documents"])
+    @pooled
     def get_doc(db: str = DB, doc_id: str = DOC_ID, who: Principal = Depends(principal)) -> dict[str, Any]:
         return store.get(reachable(db), doc_id)
 
     @api.put("/v1/db/{db}/docs/{doc_id:path}", tags=["documents"], response_model=Written)
+    @pooled
     def put_doc(
         db: str = DB,
         doc_id: str = DOC_ID,
@@ -192,6 +315,7 @@ def create_api(app: App) -> FastAPI:
         return Written(id=out["_id"], rev=out["_rev"])
 
     @api.post("/v1/db/{db}/docs", tags=["documents"], response_model=Written)
+    @pooled
     def post_doc(
         db: str = DB,
         doc: dict[str, Any] = Body(..., description="The document: a JSON object; _id optional"),
@@ -202,105 +326,76 @@ def create_api(app: App) -> FastAPI:
         return Written(id=out["_id"], rev=out["_rev"])
 
     @api.delete("/v1/db/{db}/docs/{doc_id:path}", tags=["documents"], response_model=Written)
+    @pooled
     def delete_doc(db: str = DB, doc_id: str = DOC_ID, if_rev: str | None = Query(None), who: Principal = Depends(principal)) -> Written:
         out = store.delete(reachable(db), doc_id, actor=who.actor, if_rev=if_rev)
         return Written(id=out["_id"], rev=out["_rev"], deleted=True)
 
     @api.get("/v1/db/{db}/query", tags=["documents"], response_model=QueryPage)
+    @pooled
     def query(
         db: str = DB,
         field: str = Query(..., description="A top-level field, e.g. status"),
         key: str | None = Query(None, description="The value to match, as a string"),
-        key_json: str | None = Query(None, description="The value to match, as JSON (a number, true, \"text\")"),
+        key_json: str | None = Query(
+            None, max_length=4096,
+            description="The value to match, as strict JSON: a finite number (integers within 64 bits), true, false, null or \"text\"",
+        ),
         limit: int = Query(100, ge=1, le=1000),
         after: str | None = Query(None, description="The next cursor of the previous page"),
         who: Principal = Depends(principal),
     ) -> QueryPage:
         if (key is None) == (key_json is None):
             raise Invalid("give exactly one of key or key_json")
-        value: Any = key
-        if key_json is not None:
-            try:
-                value = json.loads(key_json)
-            except json.JSONDecodeError:
-                raise Invalid("key_json is not valid JSON") from None
+        value: Any = key if key_json is None else parse_key_json(key_json)
         page = store.query(reachable(db), field, value, limit, after)
         return QueryPage(docs=page.docs, next=page.next)
 
     @api.get("/v1/db/{db}/history/{doc_id:path}", tags=["documents"], response_model=list[ChangeOut])
+    @pooled
     def history(db: str = DB, doc_id: str = DOC_ID, who: Principal = Depends(principal)) -> list[dict[str, Any]]:
         return [c.as_dict() for c in store.history(reachable(db), doc_id)]
 
     # ---- changes -------------------------------------------------------------------------
-    def visible(changes: list[Change]) -> list[dict[str, Any]]:
-        out = []
-        for c in changes:
-            if c.db == AUTH_DB:
-                continue
-            item = c.as_dict()
-            if c.db == VAULT_DB:
-                item["doc"] = {k: v for k, v in c.doc.items() if k != "sealed"}
-            out.append(item)
-        return out
-
     @api.get("/v1/changes", tags=["changes"], response_model=ChangesPage)
+    @pooled
     def changes(
-        since: int = Query(0, ge=0, le=2**62), limit: int = Query(100, ge=1, le=1000), who: Principal = Depends(principal),
+        since: int = Query(0, ge=0, le=MAX_SEQ), limit: int = Query(100, ge=1, le=1000), who: Principal = Depends(principal),
     ) -> ChangesPage:
         batch = store.changes(since, limit)
-        return ChangesPage(changes=[ChangeOut(**c) for c in visible(batch)], last=batch[-1].seq if batch else since)
+        shown = [item for item in map(visible, batch) if item is not None]
+        return ChangesPage(changes=[ChangeOut(**c) for c in shown], last=batch[-1].seq if batch else since)
 
     @api.get("/v1/head", tags=["changes"], response_model=Head)
+    @pooled
     def head(who: Principal = Depends(principal)) -> Head:
         return Head(seq=store.head_seq())
 
     @api.get(
         "/v1/changes/stream", tags=["changes"],
         response_class=StreamingResponse,
-        responses={200: {"content": {"text/event-stream": {}}, "description": "Server-sent events, one per change"}},
+        responses={200: {"content": {"text/event-stream": {}}, "description": (
+            "Server-sent events: `event: change` with the change as data and its sequence number as id; "
+            "`event: error` with {error, reason} before the hub ends a stream (a client too slow to keep up, "
+            "the hub stopping): reconnect with Last-Event-ID to resume. Comment lines keep quiet streams open."
+        )}},
     )
     async def stream(
-        request: Request,
-        since: int = Query(0, ge=0, le=2**62),
-        last_event_id: str | None = Header(None),
+        since: int = Query(0, ge=0, le=MAX_SEQ, description="Start after this sequence number"),
+        last_event_id: str | None = Header(
+            None, description="The id of the last event received; takes precedence over since. Anything but a sequence number is refused (400)",
+        ),
         who: Principal = Depends(principal),
-    ) -> StreamingResponse:
-        start = int(last_event_id) if last_event_id and last_event_id.isdigit() else since
-        loop = asyncio.get_running_loop()
-        woke = asyncio.Event()
-        def wake(_change: Change | None) -> None:
-            loop.call_soon_threadsafe(woke.set)
-
-        unsubscribe = store.subscribe(wake)
-
-        async def events() -> Any:
-            seq = start
-            try:
-                yield ": stream of skyhub changes\n\n"
-                while not app.stopping.is_set():
-                    woke.clear()
-                    batch = await run_in_threadpool(store.changes, seq, 100)
-                    for change in visible(batch):
-                        yield f"id: {change['seq']}\nevent: change\ndata: {json.dumps(change, ensure_ascii=False)}\n\n"
-                    if batch:
-                        seq = batch[-1].seq
-                        continue
-                    try:
-                        await asyncio.wait_for(woke.wait(), timeout=1.0)
-                    except TimeoutError:
-                        if await request.is_disconnected():
-                            return
-                        yield ": keep-alive\n\n"
-            finally:
-                unsubscribe()
-
-        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+    ) -> EventStream:
+        start = parse_last_event_id(last_event_id)
+        return EventStream(fanout, since if start is None else start)
 
     # ---- vault (write-only) ----------------------------------------------------------------
     def vault_for(who: Principal) -> Vault:
         return Vault(Ledger(store, who.actor), app.key)
 
     @api.put("/v1/vault/credentials/{platform}/{account}", tags=["vault"], response_model=Credential)
+    @pooled
     def vault_put(
         platform: str = PathParam(description="bluesky, instagram, threads or facebook"),
         account: str = PathParam(description="The account, e.g. ourbot.bsky.social or an Instagram user id"),
@@ -317,20 +412,24 @@ def create_api(app: App) -> FastAPI:
         return meta
 
     @api.get("/v1/vault/credentials", tags=["vault"], response_model=list[Credential])
+    @pooled
     def vault_list(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
         return vault_for(who).list()
 
     @api.get("/v1/vault/credentials/{cred_id}", tags=["vault"], response_model=Credential)
+    @pooled
     def vault_show(cred_id: str = PathParam(max_length=200), who: Principal = Depends(principal)) -> dict[str, Any]:
         return vault_for(who).show(cred_id)
 
     @api.delete("/v1/vault/credentials/{cred_id}", tags=["vault"], response_model=Written)
+    @pooled
     def vault_rm(cred_id: str = PathParam(max_length=200), who: Principal = Depends(principal)) -> Written:
         vault_for(who).remove(cred_id)
         return Written(id=cred_id, rev="", deleted=True)
 
     # ---- machines ------------------------------------------------------------------------
     @api.get("/v1/machines", tags=["machines"])
+    @pooled
     def machines(
         format: Literal["json", "mermaid"] = Query("json"), who: Principal = Depends(principal),  # noqa: A002
     ) -> Any:
@@ -347,4 +446,4 @@ def create_api(app: App) -> FastAPI:
     return api
 
 
-__all__ = ["Unauthorized", "create_api"]
+__all__ = ["MAX_BODY", "Unauthorized", "create_api"]

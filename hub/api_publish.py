@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Header, Query, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.concurrency import run_in_threadpool
 
 from ledger import Ledger
 from publishers.errors import PostInvalid
@@ -23,7 +22,8 @@ from publishers.listing import next_step, page
 from publishers.queue import new_request, queue
 
 from .app import App
-from .auth import Authenticator, Principal
+from .auth import Principal, Unauthorized
+from .gate import PRINCIPAL
 
 Platform = Literal["ig", "threads", "bsky"]
 
@@ -61,19 +61,14 @@ class PublishPage(BaseModel):
 
 
 def principal_dependency(app: App) -> Callable[..., Awaitable[Principal]]:
-    """The same authentication as every endpoint of ``hub/api.py``: an operator token or a
-    signed device request, checked over the method, the path with its query and the body."""
-    authenticator = Authenticator(app.store)
+    """The authenticated person or device, as every endpoint of ``hub/api.py`` gets it: the
+    gate (``hub/gate.py``) checked the credential before any body was read."""
 
-    async def principal(request: Request, authorization: str | None = Header(None)) -> Principal:
-        body = await request.body()
-        target = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1")
-        query = request.scope.get("query_string", b"").decode("latin-1")
-        if query:
-            target += "?" + query
-        now = app.store.clock.now_ms()
-        principal: Principal = await run_in_threadpool(authenticator.authenticate, authorization, request.method, target, body, now)
-        return principal
+    async def principal(request: Request) -> Principal:
+        who = request.scope.get(PRINCIPAL)
+        if who is None:  # the gate lets no such request through; this is the second lock
+            raise Unauthorized("no credential: send 'Authorization: Bearer <token>' or a signed device request")
+        return who  # type: ignore[no-any-return]
 
     return principal
 

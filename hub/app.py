@@ -157,7 +157,8 @@ class App:
         """Store, feed, scheduler and vault state, for /health and the console."""
         store: dict[str, Any] = {"url": redact_url(self.store.url)}
         try:
-            store.update(ok=True, headSeq=self.store.head_seq())
+            # a ping within its own budget first: a stalled database is reported, not waited for
+            store.update(ok=True, pingMs=round(self.store.ping(0.8) * 1000, 1), headSeq=self.store.head_seq())
         except LedgerError as exc:
             store.update(ok=False, error=exc.reason)
         handlers = []

@@ -5,9 +5,29 @@
   no one in. Tokens are listed as metadata and revoked by id or name.
 - **Device credentials** for lanes (a GitHub Actions runner): an Ed25519 key pair made on
   the device. The hub records only the public key and the actor the device acts as. Every
-  request is signed over its method, path (with query), time, a nonce and a hash of its body;
-  the hub refuses expired signatures (older than ``SIGNATURE_WINDOW_MS``) and replays (a
-  nonce is accepted once, by any hub process).
+  request is signed over the hub it is meant for (its public URL), the device's name, the
+  method, the path (with query), the time, a nonce and a hash of the body; the hub refuses
+  signatures made for another hub or another name, expired ones (older than
+  ``SIGNATURE_WINDOW_MS``) and replays (a nonce is accepted once, by any hub process).
+
+  The signed text (``skyhub-device-v2``), one field per line::
+
+      skyhub-device-v2
+      <hub URL, canonical: scheme://host[:port][/path], lowercase, no default port, no trailing />
+      <device name>
+      <METHOD>
+      <raw path with query, as sent>
+      <time, epoch ms>
+      <nonce>
+      <SHA-256 of the body, hex>
+
+  and the header: ``Authorization: SkyhubDevice v="2",hub="URL",name="NAME",ts="MS",nonce="N",sig="BASE64"``.
+  The hub verifies against its own public URL (``public_url``, ``SKYHUB_PUBLIC_URL``), never
+  against the one the header names; that one only makes the refusal say what went wrong.
+
+Checking a request is two steps, so that nothing of a body is read before the headers have
+been accepted: ``check`` (header only: a token, or a device's name, key, revocation and time
+window) and, for a device, ``verify`` with the body.
 
 The ``auth`` database is written only by ``admin`` (the CLI on the hub) and is not reachable
 through the API.
@@ -21,9 +41,11 @@ import hmac
 import os
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -36,6 +58,7 @@ from ledger.errors import EXIT_FORBIDDEN
 AUTH_DB = "auth"
 SIGNATURE_WINDOW_MS = 60_000
 SCHEME = "SkyhubDevice"
+SIGNATURE_VERSION = "skyhub-device-v2"
 KEYRING_SERVICE = "skyhub"
 _TOKEN = re.compile(r"^skh_([0-9a-f]{12})_([A-Za-z0-9_-]{20,})$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -230,18 +253,41 @@ def load_key(*, name: str, hub: str, key_file: str | None = None, key_env: str |
 
 
 # ---- signing and verifying ---------------------------------------------------------------
-def _canonical(method: str, target: str, ts: int, nonce: str, body: bytes) -> bytes:
-    return "\n".join(["skyhub-device-v1", method.upper(), target, str(ts), nonce, hashlib.sha256(body).hexdigest()]).encode()
+def canonical_hub(url: str) -> str:
+    """The form of a hub URL that signatures bind: ``scheme://host[:port][/path]``, scheme and
+    host in lowercase, no default port, no trailing slash, no query."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or '"' in url or parts.query:
+        raise Invalid(f"hub URL {url[:100]!r} is not valid: use http(s)://HOST[:PORT][/PATH]")
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port in (None, {"http": 80, "https": 443}[parts.scheme]) else f"{host}:{port}"
+    return f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}"
 
 
-def sign_request(key: Ed25519PrivateKey, name: str, method: str, target: str, body: bytes, now_ms: int) -> str:
-    """The Authorization header for one request; ``target`` is the raw path with its query."""
+def _canonical(hub: str, name: str, method: str, target: str, ts: int, nonce: str, body: bytes) -> bytes:
+    return "\n".join(
+        [SIGNATURE_VERSION, hub, name, method.upper(), target, str(ts), nonce, hashlib.sha256(body).hexdigest()]
+    ).encode()
+
+
+def sign_request(key: Ed25519PrivateKey, name: str, method: str, target: str, body: bytes, now_ms: int, *, hub: str) -> str:
+    """The Authorization header for one request to ``hub`` (the URL the device talks to);
+    ``target`` is the raw path with its query."""
+    hub = canonical_hub(hub)
     nonce = secrets.token_hex(12)
-    sig = key.sign(_canonical(method, target, now_ms, nonce, body))
-    return f'{SCHEME} name="{name}",ts="{now_ms}",nonce="{nonce}",sig="{base64.b64encode(sig).decode()}"'
+    sig = key.sign(_canonical(hub, name, method, target, now_ms, nonce, body))
+    return f'{SCHEME} v="2",hub="{hub}",name="{name}",ts="{now_ms}",nonce="{nonce}",sig="{base64.b64encode(sig).decode()}"'
 
 
 _PARAM = re.compile(r'(\w+)="([^"]*)"')
+_NONCE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+_TS = re.compile(r"^[0-9]{1,16}$")
 
 
 @dataclass(frozen=True)
@@ -250,20 +296,63 @@ class Principal:
     credential: str  # "token:<id>" or "device:<name>" (never the secret)
 
 
+@dataclass(frozen=True)
+class DeviceClaim:
+    """A device request whose header passed every check that needs no body."""
+
+    name: str
+    actor: str
+    public_key: bytes
+    ts: int
+    nonce: str
+    sig: bytes
+    method: str
+    target: str
+
+
 class Authenticator:
-    def __init__(self, store: Store, window_ms: int = SIGNATURE_WINDOW_MS) -> None:
+    """Checks credentials; ``hub_url`` is this hub's public URL (or a function giving it, for
+    a hub that learns its port when it binds)."""
+
+    def __init__(self, store: Store, hub_url: str | Callable[[], str], window_ms: int = SIGNATURE_WINDOW_MS) -> None:
         self.store = store
+        self._hub_url = hub_url
         self.window_ms = window_ms
 
+    @property
+    def hub_url(self) -> str:
+        return canonical_hub(self._hub_url() if callable(self._hub_url) else self._hub_url)
+
     def authenticate(self, authorization: str | None, method: str, target: str, body: bytes, now_ms: int) -> Principal:
+        """Both steps at once, for a request whose body is already at hand."""
+        first = self.check(authorization, method, target, now_ms)
+        return first if isinstance(first, Principal) else self.verify(first, body)
+
+    def check(self, authorization: str | None, method: str, target: str, now_ms: int) -> Principal | DeviceClaim:
+        """Everything that needs no body: a token completely; a device up to its signature."""
         if not authorization:
             raise Unauthorized("no credential: send 'Authorization: Bearer <token>' or a signed device request")
         scheme, _, rest = authorization.partition(" ")
         if scheme == "Bearer":
             return self._token(rest.strip())
         if scheme == SCHEME:
-            return self._device(rest, method, target, body, now_ms)
+            return self._device(rest, method, target, now_ms)
         raise Unauthorized(f"unknown authorization scheme {scheme[:20]!r}: use Bearer or {SCHEME}")
+
+    def verify(self, claim: DeviceClaim, body: bytes) -> Principal:
+        """The signature over the body, then the nonce (once, by any hub process)."""
+        hub = self.hub_url
+        public = Ed25519PublicKey.from_public_bytes(claim.public_key)
+        try:
+            public.verify(claim.sig, _canonical(hub, claim.name, claim.method, claim.target, claim.ts, claim.nonce, body))
+        except InvalidSignature:
+            raise Unauthorized(
+                f"the signature does not match device {claim.name!r}'s key for this hub ({hub}): "
+                "was it signed with another key, or for another device name?"
+            ) from None
+        if not self.store.use_once(f"nonce:{claim.name}:{claim.nonce}", claim.ts + self.window_ms):
+            raise Unauthorized("this signed request was already used (replay)")
+        return Principal(claim.actor, f"device:{claim.name}")
 
     def _token(self, token: str) -> Principal:
         match = _TOKEN.match(token)
@@ -280,12 +369,23 @@ class Authenticator:
             raise Unauthorized("this token was revoked: ask an operator for a new one (skyhub user add)")
         return Principal(doc["actor"], f"token:{token_id}")
 
-    def _device(self, params: str, method: str, target: str, body: bytes, now_ms: int) -> Principal:
-        fields = dict(_PARAM.findall(params))
+    def _device(self, params: str, method: str, target: str, now_ms: int) -> DeviceClaim:
+        fields = dict(_PARAM.findall(params[:2048]))
+        if "v" not in fields and "sig" in fields:
+            raise Unauthorized(
+                "this device signature is in the old format (skyhub-device-v1), which binds neither the device name "
+                "nor the hub: update skyhub on the device"
+            )
+        if fields.get("v") != "2":
+            raise Unauthorized(f"the device signature is malformed: expected v=\"2\" ({SIGNATURE_VERSION})")
         try:
-            name, ts, nonce, sig = fields["name"], int(fields["ts"]), fields["nonce"], base64.b64decode(fields["sig"])
+            name, claimed, ts_text, nonce = fields["name"], fields["hub"], fields["ts"], fields["nonce"]
+            sig = base64.b64decode(fields["sig"], validate=True)
         except (KeyError, ValueError):
             raise Unauthorized("the device signature is malformed") from None
+        if not _NAME.match(name) or not _TS.match(ts_text) or not _NONCE.match(nonce) or len(sig) != 64:
+            raise Unauthorized("the device signature is malformed")
+        ts = int(ts_text)
         try:
             doc = self.store.get(AUTH_DB, f"device:{name}")
         except (NotFound, Invalid):
@@ -294,14 +394,17 @@ class Authenticator:
             raise Unauthorized(f"device {name!r} was revoked")
         if abs(now_ms - ts) > self.window_ms:
             raise Unauthorized("the signature has expired (or the device clock is off by more than a minute)")
-        public = Ed25519PublicKey.from_public_bytes(decode_public_key(doc["publicKey"]))
+        hub = self.hub_url
         try:
-            public.verify(sig, _canonical(method, target, ts, nonce, body))
-        except InvalidSignature:
-            raise Unauthorized(f"the signature does not match device {name!r}'s key") from None
-        if not self.store.use_once(f"nonce:{name}:{nonce}", ts + self.window_ms):
-            raise Unauthorized("this signed request was already used (replay)")
-        return Principal(doc["actor"], f"device:{name}")
+            for_hub = canonical_hub(claimed)
+        except Invalid:
+            for_hub = claimed[:100]
+        if for_hub != hub:
+            raise Unauthorized(
+                f"this request was signed for hub {for_hub!r}, but this hub is {hub!r}: the device must use this hub's "
+                "public URL as --hub, or the hub must set SKYHUB_PUBLIC_URL to the URL devices use"
+            )
+        return DeviceClaim(name, doc["actor"], decode_public_key(doc["publicKey"]), ts, nonce, sig, method, target)
 
 
 def _all(store: Store, kind: str) -> list[dict[str, Any]]:

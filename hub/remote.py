@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -24,14 +25,16 @@ from ledger.actor import parse_actor
 from ledger.document import check_db, check_id
 from ledger.errors import error_class
 
-from .auth import Unauthorized, sign_request
+from .auth import Unauthorized, canonical_hub, sign_request
+from .gate import RequestTimeout
 
 log = logging.getLogger(__name__)
 
 # When the hub answers with a code this process has not loaded (a product it does not run),
 # the error is the closest class by HTTP status, keeping the hub's code and reason.
 BY_STATUS: dict[int, type[LedgerError]] = {
-    400: Invalid, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 413: TooLarge, 422: Invalid,
+    400: Invalid, 401: Unauthorized, 403: Forbidden, 404: NotFound, 408: RequestTimeout, 409: Conflict, 413: TooLarge,
+    422: Invalid,
 }
 
 
@@ -53,22 +56,32 @@ class TokenAuth(httpx.Auth):
 
 
 class DeviceAuth(httpx.Auth):
+    """Signs every request as device ``name`` for ``hub`` (the URL the device talks to; a
+    ``RemoteStore`` binds its own URL when none is given)."""
+
     requires_request_body = True
 
-    def __init__(self, name: str, key: Ed25519PrivateKey, clock: Clock = SYSTEM) -> None:
+    def __init__(self, name: str, key: Ed25519PrivateKey, clock: Clock = SYSTEM, *, hub: str | None = None) -> None:
         self.name = name
+        self.hub = canonical_hub(hub) if hub is not None else None
         self._key = key
         self._clock = clock
 
+    def for_hub(self, hub: str) -> DeviceAuth:
+        """This device's credential bound to ``hub`` (itself if it is bound already)."""
+        return self if self.hub is not None else DeviceAuth(self.name, self._key, self._clock, hub=hub)
+
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        if self.hub is None:
+            raise Invalid("a device signs for one hub: give DeviceAuth(..., hub=URL) or use it through RemoteStore(URL, ...)")
         target = request.url.raw_path.decode("latin-1")
         request.headers["Authorization"] = sign_request(
-            self._key, self.name, request.method, target, request.content, self._clock.now_ms()
+            self._key, self.name, request.method, target, request.content, self._clock.now_ms(), hub=self.hub
         )
         yield request
 
     def __repr__(self) -> str:
-        return f"DeviceAuth({self.name!r}, key=***)"
+        return f"DeviceAuth({self.name!r}, hub={self.hub!r}, key=***)"
 
 
 class RemoteStore:
@@ -77,6 +90,8 @@ class RemoteStore:
     def __init__(self, url: str, auth: httpx.Auth, *, timeout: float = 30.0, attempts: int = 4, transport: httpx.BaseTransport | None = None) -> None:
         self.url = url.rstrip("/")
         self.clock: Clock = SYSTEM
+        if isinstance(auth, DeviceAuth):
+            auth = auth.for_hub(self.url)  # a device's signature names the hub it is meant for
         self._client = httpx.Client(base_url=self.url, auth=auth, timeout=timeout, transport=transport)
         self._attempts = attempts
         self._actor: str | None = None
@@ -194,7 +209,8 @@ class RemoteStore:
         return int(self._request("GET", "/v1/head")["seq"])
 
     def follow(self, since: int, stop: threading.Event | None = None) -> Iterator[Change]:
-        """Changes after ``since`` as they commit, over server-sent events (reconnects)."""
+        """Changes after ``since`` as they commit, over server-sent events. Reconnects from the
+        last change seen when the connection breaks or the hub drops a stream that fell behind."""
         last = since
         while stop is None or not stop.is_set():
             try:
@@ -202,19 +218,28 @@ class RemoteStore:
                     if response.status_code >= 400:
                         response.read()
                         raise self._error(response)
-                    data: list[str] = []
+                    event, data = "message", []
                     for line in response.iter_lines():
-                        if line.startswith("data: "):
+                        if line.startswith("event: "):
+                            event = line[7:]
+                        elif line.startswith("data: "):
                             data.append(line[6:])
                         elif line == "" and data:
-                            change = _change(json.loads("\n".join(data)))
-                            data = []
-                            last = change.seq
-                            yield change
+                            body = json.loads("\n".join(data))
+                            if event == "error":
+                                log.warning("change stream: the hub ended it (%s); reconnecting", body.get("reason"))
+                                break
+                            if event == "change":
+                                change = _change(body)
+                                last = change.seq
+                                yield change
+                            event, data = "message", []
             except httpx.TransportError as exc:
                 log.warning("change stream interrupted (%s); reconnecting", type(exc).__name__)
-                if stop is not None and stop.wait(1.0):
-                    return
+            if stop is not None and stop.wait(1.0):
+                return
+            if stop is None:
+                time.sleep(1.0)
 
     # ---- the vault (write-only: metadata comes back, never a secret) ----------------------
     def vault_put(self, platform: str, account: str, secret: str | dict[str, Any], verify: bool = False) -> dict[str, Any]:

@@ -72,6 +72,25 @@ class StoreSettings(Section):
     """more fields to index, as `"db.field"` (the products declare what they query; `skyhub db index add` adds at run time)"""
 
 
+class HttpSettings(Section):
+    """``[http]``: the limits of the HTTP server (hub/server.py, hub/gate.py, hub/stream.py)."""
+
+    header_timeout: Interval = 10.0
+    """a request line and its headers must arrive within this"""
+    body_timeout: Interval = 30.0
+    """... and its body (at most 1 MiB) within this after them (else 408)"""
+    keep_alive: Interval = 5.0
+    """an idle keep-alive connection is closed after this"""
+    max_connections: int = 1000
+    """open connections, change streams included; beyond, new ones are refused with 503"""
+    threads: int = 16
+    """requests served at once; each holds a database connection while it runs"""
+    stream_queue: int = 1000
+    """changes waiting for one slow change stream before that stream is dropped with a reason"""
+    stream_keepalive: Interval = 15.0
+    """a comment line on a quiet change stream, this often"""
+
+
 class PlatformSettings(Section):
     """``[platforms]``: where skyhub calls. Point them at local servers to test."""
 
@@ -118,6 +137,9 @@ class Settings(BaseSettings):
     """who the local CLI writes as (default `user:$USER`)"""
     log_level: str = "INFO"
     """DEBUG, INFO, WARNING or ERROR"""
+    public_url: str = ""
+    """the URL devices reach this hub at and sign for (default `http://HOST:PORT` as bound; set it behind a proxy)"""
+    http: HttpSettings = HttpSettings()
     store: StoreSettings = StoreSettings()
     feed: FeedSettings = FeedSettings()
     sweep: SweepSettings = SweepSettings()
@@ -232,4 +254,4 @@ def describe() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-__all__ = ["FeedSettings", "PlatformSettings", "Settings", "StoreSettings", "SweepSettings", "describe", "load_settings", "settings_model"]
+__all__ = ["FeedSettings", "HttpSettings", "PlatformSettings", "Settings", "StoreSettings", "SweepSettings", "describe", "load_settings", "settings_model"]

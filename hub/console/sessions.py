@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import inspect
 import logging
 import secrets
 from collections.abc import Callable
@@ -137,11 +136,8 @@ class Sessions:
 
 
 def authenticator(store: Store, hub_url: Callable[[], str]) -> Authenticator:
-    """The API's authenticator over ``store``. (Device signatures name the hub's URL once the
-    hardened hub lands: its constructor then takes ``hub_url``.)"""
-    if "hub_url" in inspect.signature(Authenticator).parameters:
-        return Authenticator(store, hub_url)  # type: ignore[call-arg,arg-type,unused-ignore]
-    return Authenticator(store)
+    """The API's authenticator over ``store`` (device signatures name the hub's URL)."""
+    return Authenticator(store, hub_url)
 
 
 def new_presession() -> str:

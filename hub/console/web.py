@@ -84,8 +84,8 @@ class Console:
 
     @property
     def vault_key(self) -> Any:
-        """The vault's master key loader (``App.key``; ``App.master_key`` in the hardened hub)."""
-        return getattr(self.app, "key", None) or getattr(self.app, "master_key")  # noqa: B009
+        """The vault's master key loader."""
+        return self.app.key
 
     # ---- sessions and forms ----------------------------------------------------------------
     def https(self, request: Request) -> bool:

@@ -123,3 +123,62 @@ def test_cli_against_a_hub_has_the_same_exit_codes(hub, tmp_path):
                             env={**env, "SKYHUB_TOKEN": "skh_0123456789ab_" + "z" * 43}, cwd=tmp_path, timeout=60)
     assert denied.returncode == 4 and denied.stderr.startswith("skyhub: unauthorized:")
     assert cli("user", "add", "eve").returncode == 2  # people are added on the hub, not over it
+
+
+def test_health_answers_from_its_own_budget_while_the_store_hangs():
+    import asyncio
+    from types import SimpleNamespace
+
+    from hub.health import HealthProbe
+
+    release, calls = threading.Event(), []
+
+    def hanging_health():
+        calls.append(1)
+        release.wait(30)
+        return {"ok": True, "store": {"ok": True}}
+
+    app = SimpleNamespace(health=hanging_health, store=SimpleNamespace(url="postgresql://u:secret@db/x"),
+                          feed=SimpleNamespace(running=True), scheduler=SimpleNamespace(running=True))
+    probe = HealthProbe(app, budget=0.2)  # type: ignore[arg-type]
+
+    async def checks():
+        first, second = await probe(), await probe()
+        release.set()
+        while not probe._pending.done():
+            await asyncio.sleep(0.01)
+        return first, second, await probe()
+
+    first, second, after = asyncio.run(checks())
+    assert first == second == {
+        "ok": False, "store": {"url": "postgresql://u:***@db/x", "ok": False, "error": "the store did not answer within 0.2 s"},
+        "feed": {"running": True}, "scheduler": {"running": True},
+    }
+    assert after == {"ok": True, "store": {"ok": True}}
+    assert len(calls) == 2  # the second check joined the first instead of piling up a thread
+
+
+def test_a_stream_on_one_hub_gets_the_writes_made_through_another_hub_process(hub, tmp_path):
+    from tests.hubproc import Hub
+
+    other = Hub(hub.database_url, tmp_path, jobs=False)
+    try:
+        reader, writer = hub.client("user:ana"), other.client("user:bob")
+        start = reader.head_seq()
+        got, stop = [], threading.Event()
+
+        def follow():
+            for change in reader.follow(start, stop):
+                got.append(change.id)
+                if len(got) == 5:
+                    stop.set()
+                    return
+
+        thread = threading.Thread(target=follow, daemon=True)
+        thread.start()
+        for i in range(5):
+            writer.put("notes", {"i": i}, f"x{i}", actor="user:bob")
+        thread.join(30)
+        assert got == [f"x{i}" for i in range(5)]
+    finally:
+        assert other.stop() == 0

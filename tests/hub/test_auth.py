@@ -12,6 +12,7 @@ from hub.auth import (
     Unauthorized,
     add_user,
     approve_device,
+    canonical_hub,
     list_tokens,
     new_device_key,
     public_key_of,
@@ -21,6 +22,8 @@ from hub.auth import (
 )
 from ledger import FakeClock, Forbidden, Invalid, open_store
 from tests.conftest import reset_database
+
+HUB = "http://hub.test:8470"
 
 
 @pytest.fixture
@@ -34,7 +37,7 @@ def local(tmp_path):
 def test_a_token_authenticates_as_its_person_until_revoked(local):
     store, clock = local
     token = add_user(store, "ana")
-    auth = Authenticator(store)
+    auth = Authenticator(store, HUB)
     assert auth.authenticate(f"Bearer {token}", "GET", "/v1/whoami", b"", clock.now_ms()).actor == "user:ana"
     (meta,) = list_tokens(store)
     assert meta["name"] == "ana" and "hash" not in meta and token not in str(meta)
@@ -49,13 +52,17 @@ def test_a_token_authenticates_as_its_person_until_revoked(local):
     ("Bearer nope", "malformed"),
     ("Bearer skh_0123456789ab_" + "x" * 43, "unknown token"),
     ("Basic dXNlcjpwYXNz", "unknown authorization scheme"),
-    ('SkyhubDevice name="ghost",ts="1",nonce="n",sig="AAAA"', "unknown device"),
+    ('SkyhubDevice v="2",hub="http://hub.test:8470",name="ghost",ts="1",nonce="0123456789ab",sig="' + "A" * 86 + '=="',
+     "unknown device"),
+    ('SkyhubDevice name="ghost",ts="1",nonce="n",sig="AAAA"', "old format (skyhub-device-v1)"),
     ('SkyhubDevice name="x"', "malformed"),
+    ('SkyhubDevice v="2",name="x",ts="1",nonce="0123456789ab",sig="AAAA"', "malformed"),
+    ('SkyhubDevice v="2",hub="h",name="x",ts="' + "9" * 5000 + '",nonce="0123456789ab",sig="' + "A" * 86 + '=="', "malformed"),
 ])
 def test_bad_credentials_are_refused_with_a_reason(local, header, reason):
     store, clock = local
     with pytest.raises(Unauthorized) as err:
-        Authenticator(store).authenticate(header, "GET", "/v1/whoami", b"", clock.now_ms())
+        Authenticator(store, HUB).authenticate(header, "GET", "/v1/whoami", b"", clock.now_ms())
     assert reason in err.value.reason
 
 
@@ -63,27 +70,73 @@ def test_device_signatures_bind_method_path_time_body_and_are_used_once(local):
     store, clock = local
     key = new_device_key()
     approve_device(store, "gha-builder", "device:builder", public_key_of(key))
-    auth = Authenticator(store)
+    auth = Authenticator(store, HUB)
     now = clock.now_ms()
-    header = sign_request(key, "gha-builder", "PUT", "/v1/db/jobs/docs/j1?if_rev=1-a", b'{"a":1}', now)
+
+    def sign(k=key, name="gha-builder", method="PUT", target="/v1/db/jobs/docs/j1?if_rev=1-a", body=b'{"a":1}', ts=now, hub=HUB):
+        return sign_request(k, name, method, target, body, ts, hub=hub)
+
+    header = sign()
     assert auth.authenticate(header, "PUT", "/v1/db/jobs/docs/j1?if_rev=1-a", b'{"a":1}', now).actor == "device:builder"
     with pytest.raises(Unauthorized, match="replay"):
         auth.authenticate(header, "PUT", "/v1/db/jobs/docs/j1?if_rev=1-a", b'{"a":1}', now)
     for method, target, body in [("POST", "/v1/db/jobs/docs/j1?if_rev=1-a", b'{"a":1}'),
                                  ("PUT", "/v1/db/jobs/docs/j2?if_rev=1-a", b'{"a":1}'),
                                  ("PUT", "/v1/db/jobs/docs/j1?if_rev=1-a", b'{"a":2}')]:
-        fresh = sign_request(key, "gha-builder", "PUT", "/v1/db/jobs/docs/j1?if_rev=1-a", b'{"a":1}', now)
         with pytest.raises(Unauthorized, match="does not match"):
-            auth.authenticate(fresh, method, target, body, now)
-    old = sign_request(key, "gha-builder", "GET", "/v1/whoami", b"", now - 61_000)
+            auth.authenticate(sign(), method, target, body, now)
     with pytest.raises(Unauthorized, match="expired"):
-        auth.authenticate(old, "GET", "/v1/whoami", b"", now)
-    other = new_device_key()
+        auth.authenticate(sign(method="GET", target="/v1/whoami", body=b"", ts=now - 61_000), "GET", "/v1/whoami", b"", now)
     with pytest.raises(Unauthorized, match="does not match"):
-        auth.authenticate(sign_request(other, "gha-builder", "GET", "/v1/whoami", b"", now), "GET", "/v1/whoami", b"", now)
+        auth.authenticate(sign(k=new_device_key(), method="GET", target="/v1/whoami", body=b""), "GET", "/v1/whoami", b"", now)
     revoke_device(store, "gha-builder")
     with pytest.raises(Unauthorized, match="revoked"):
-        auth.authenticate(sign_request(key, "gha-builder", "GET", "/v1/whoami", b"", now), "GET", "/v1/whoami", b"", now)
+        auth.authenticate(sign(method="GET", target="/v1/whoami", body=b""), "GET", "/v1/whoami", b"", now)
+
+
+def test_a_signature_binds_the_device_name_and_the_hub(local):
+    store, clock = local
+    key = new_device_key()
+    # one key approved under two names, acting as two different actors
+    approve_device(store, "lane-a", "device:builder", public_key_of(key))
+    approve_device(store, "lane-b", "device:publisher", public_key_of(key))
+    auth = Authenticator(store, HUB)
+    now = clock.now_ms()
+    signed_as_a = sign_request(key, "lane-a", "GET", "/v1/whoami", b"", now, hub=HUB)
+    as_b = signed_as_a.replace('name="lane-a"', 'name="lane-b"')
+    with pytest.raises(Unauthorized) as err:
+        auth.authenticate(as_b, "GET", "/v1/whoami", b"", now)
+    assert "does not match device 'lane-b'" in err.value.reason and "another device name" in err.value.reason
+    assert auth.authenticate(signed_as_a, "GET", "/v1/whoami", b"", now).actor == "device:builder"
+
+    for_other_hub = sign_request(key, "lane-a", "GET", "/v1/whoami", b"", now, hub="https://other-hub.test")
+    with pytest.raises(Unauthorized) as err:
+        auth.authenticate(for_other_hub, "GET", "/v1/whoami", b"", now)
+    assert err.value.reason.startswith("this request was signed for hub 'https://other-hub.test', but this hub is 'http://hub.test:8470'")
+    assert "SKYHUB_PUBLIC_URL" in err.value.reason
+    # lying in the header's hub= changes nothing: the hub verifies with its own URL
+    lying = for_other_hub.replace('hub="https://other-hub.test"', f'hub="{HUB}"')
+    with pytest.raises(Unauthorized, match="does not match"):
+        auth.authenticate(lying, "GET", "/v1/whoami", b"", now)
+    # the same hub written differently is the same hub
+    same = sign_request(key, "lane-a", "GET", "/v1/whoami", b"", now, hub="HTTP://Hub.Test:8470/")
+    assert auth.authenticate(same, "GET", "/v1/whoami", b"", now).actor == "device:builder"
+
+
+@pytest.mark.parametrize("url,canonical", [
+    ("http://Hub.Example.org:80/", "http://hub.example.org"),
+    ("https://hub.example.org:443", "https://hub.example.org"),
+    ("https://hub.example.org:8443/skyhub/", "https://hub.example.org:8443/skyhub"),
+    ("http://[::1]:8470", "http://[::1]:8470"),
+])
+def test_hub_urls_are_compared_in_one_canonical_form(url, canonical):
+    assert canonical_hub(url) == canonical
+
+
+@pytest.mark.parametrize("url", ["hub.example.org", "ftp://hub", "http://", "http://h:99999", 'http://h/"x', "http://h/?q=1"])
+def test_a_hub_url_that_is_not_one_is_refused(url):
+    with pytest.raises(Invalid, match="not valid"):
+        canonical_hub(url)
 
 
 def test_the_hub_keeps_no_secret_of_a_device_or_a_token(local, tmp_path):
@@ -133,8 +186,9 @@ def test_http_refusals_are_401_with_the_documented_body_and_write_nothing(hub):
     cases = {
         "none": {},
         "bad token": {"Authorization": "Bearer skh_0123456789ab_" + "y" * 43},
-        "wrong key": {"Authorization": sign_request(new_device_key(), "lane", "PUT", target, body, now)},
-        "expired": {"Authorization": sign_request(key, "lane", "PUT", target, body, now - 120_000)},
+        "wrong key": {"Authorization": sign_request(new_device_key(), "lane", "PUT", target, body, now, hub=hub.url)},
+        "expired": {"Authorization": sign_request(key, "lane", "PUT", target, body, now - 120_000, hub=hub.url)},
+        "other hub": {"Authorization": sign_request(key, "lane", "PUT", target, body, now, hub="http://127.0.0.1:1")},
     }
     revoked = hub.token("bob")
     revoke_token(hub.admin, "bob")
@@ -143,7 +197,7 @@ def test_http_refusals_are_401_with_the_documented_body_and_write_nothing(hub):
         response = httpx.put(url, content=body, headers={**headers, "Content-Type": "application/json"})
         assert response.status_code == 401, name
         assert set(response.json()) == {"error", "reason"} and response.json()["error"] == "unauthorized"
-    replay = {"Authorization": sign_request(key, "lane", "GET", "/v1/whoami", b"", now)}
+    replay = {"Authorization": sign_request(key, "lane", "GET", "/v1/whoami", b"", now, hub=hub.url)}
     assert httpx.get(f"{hub.url}/v1/whoami", headers=replay).json()["actor"] == "device:builder"
     assert httpx.get(f"{hub.url}/v1/whoami", headers=replay).status_code == 401
     assert history_len(hub, "notes", "n1") == 0
@@ -184,3 +238,44 @@ def test_health_needs_no_credential_and_everything_else_does(hub):
         for method in ops:
             if path.startswith("/v1/") and "{" not in path:
                 assert httpx.request(method.upper(), f"{hub.url}{path}").status_code == 401, (method, path)
+
+
+def test_a_request_signed_for_one_hub_is_refused_by_another_and_the_host_header_is_not_trusted(remote_hubs):
+    a, b = remote_hubs("sqlite"), remote_hubs("postgres")
+    key = new_device_key()
+    for h in (a, b):
+        approve_device(h.admin, "roamer", "device:builder", public_key_of(key))
+    now = a.admin.clock.now_ms()
+    header = sign_request(key, "roamer", "GET", "/v1/whoami", b"", now, hub=a.url)
+    refused = httpx.get(f"{b.url}/v1/whoami", headers={"Authorization": header})
+    assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
+    assert refused.json()["reason"].startswith(f"this request was signed for hub '{a.url}', but this hub is '{b.url}'")
+    # hub A checks against its own public URL, whatever Host the request names
+    spoofed = httpx.get(f"{a.url}/v1/whoami", headers={"Authorization": header, "Host": "evil.test"})
+    assert spoofed.status_code == 200 and spoofed.json()["actor"] == "device:builder"
+    moved = sign_request(key, "roamer", "GET", "/v1/whoami", b"", now, hub="http://evil.test")
+    refused = httpx.get(f"{a.url}/v1/whoami", headers={"Authorization": moved, "Host": "evil.test"})
+    assert refused.status_code == 401 and "signed for hub 'http://evil.test'" in refused.json()["reason"]
+
+
+def test_a_hub_behind_a_proxy_checks_signatures_against_its_public_url(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.hubproc import ROOT, Hub
+
+    hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False, env={"SKYHUB_PUBLIC_URL": "https://hub.example.org/"})
+    try:
+        key = new_device_key()
+        approve_device(hub.admin, "lane", "device:builder", public_key_of(key))
+        now = hub.admin.clock.now_ms()
+        for_public = sign_request(key, "lane", "GET", "/v1/whoami", b"", now, hub="https://hub.example.org")
+        assert httpx.get(f"{hub.url}/v1/whoami", headers={"Authorization": for_public}).json()["actor"] == "device:builder"
+        for_bound = sign_request(key, "lane", "GET", "/v1/whoami", b"", now, hub=hub.url)
+        refused = httpx.get(f"{hub.url}/v1/whoami", headers={"Authorization": for_bound})
+        assert refused.status_code == 401 and "but this hub is 'https://hub.example.org'" in refused.json()["reason"]
+    finally:
+        hub.stop()
+    bad = subprocess.run([sys.executable, "-m", "hub", "run", "--port", "0"], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**hub.env, "SKYHUB_PUBLIC_URL": "hub.example.org", "PYTHONPATH": str(ROOT)})
+    assert bad.returncode == 1 and "public_url (SKYHUB_PUBLIC_URL) 'hub.example.org' is not a URL" in bad.stderr

@@ -7,9 +7,20 @@ import keyring
 import pytest
 from keyring.backend import KeyringBackend
 
-from hub.auth import KEYRING_SERVICE, load_key, new_device_key, public_key_of, save_key
+from hub.app import build_rules
+from hub.auth import (
+    KEYRING_SERVICE,
+    Authenticator,
+    Unauthorized,
+    approve_device,
+    load_key,
+    new_device_key,
+    public_key_of,
+    save_key,
+)
+from hub.gate import RequestTimeout
 from hub.remote import DeviceAuth, RemoteStore, TokenAuth
-from ledger import BackendError, Conflict, Forbidden, Invalid, NotFound
+from ledger import BackendError, Conflict, Forbidden, Invalid, LedgerError, NotFound, TooLarge, open_store
 
 
 def store_with(handler, attempts=3):
@@ -40,17 +51,37 @@ def test_retries_are_bounded_and_end_in_a_clear_error():
     assert "cannot reach the hub at http://hub.test" in err.value.reason
 
 
-@pytest.mark.parametrize("status,code,cls", [(409, "conflict", Conflict), (403, "forbidden", Forbidden), (404, "not_found", NotFound), (400, "invalid", Invalid)])
-def test_4xx_is_never_retried_and_keeps_its_meaning(status, code, cls):
+@pytest.mark.parametrize("status,code,cls", [
+    (400, "invalid", Invalid), (401, "unauthorized", Unauthorized), (403, "forbidden", Forbidden), (404, "not_found", NotFound),
+    (408, "timeout", RequestTimeout), (409, "conflict", Conflict), (413, "too_large", TooLarge), (422, "invalid", Invalid),
+    (418, "teapot", LedgerError),
+])
+def test_4xx_is_tried_exactly_once_and_keeps_its_meaning(status, code, cls):
+    calls = []
+
+    def handler(request):
+        calls.append(request.method)
+        return httpx.Response(status, json={"error": code, "reason": "the hub's words"})
+
+    with pytest.raises(cls) as err:
+        store_with(handler, attempts=4).put("notes", {"v": 1}, "n", if_rev="1-a")
+    assert err.value.reason == "the hub's words" and err.value.code == code and calls == ["PUT"]
+    calls.clear()
+    with pytest.raises(cls):
+        store_with(handler, attempts=4).query("notes", "status", "open")
+    assert calls == ["GET"]
+
+
+def test_5xx_is_retried_up_to_the_attempts_then_raised():
     calls = []
 
     def handler(request):
         calls.append(1)
-        return httpx.Response(status, json={"error": code, "reason": "the hub's words"})
+        return httpx.Response(503, json={"error": "backend", "reason": "database restarting"})
 
-    with pytest.raises(cls) as err:
-        store_with(handler).put("notes", {"v": 1}, "n", if_rev="1-a")
-    assert err.value.reason == "the hub's words" and calls == [1]
+    with pytest.raises(BackendError, match="database restarting"):
+        store_with(handler, attempts=3).get("notes", "n")
+    assert len(calls) == 3
 
 
 def test_a_response_without_an_error_body_is_still_one_clear_error():
@@ -58,21 +89,33 @@ def test_a_response_without_an_error_body_is_still_one_clear_error():
         store_with(lambda r: httpx.Response(502, text="<html>bad gateway</html>"), attempts=1).get("notes", "n")
 
 
-def test_device_auth_signs_the_exact_request_and_hides_the_key():
+def test_device_auth_signs_the_exact_request_for_its_hub_and_hides_the_key(tmp_path):
     key = new_device_key()
+    store = open_store(f"sqlite:///{tmp_path}/hub.db", build_rules())
+    approve_device(store, "lane", "device:builder", public_key_of(key))
     seen = {}
 
     def handler(request):
         seen["auth"] = request.headers["Authorization"]
         seen["target"] = request.url.raw_path.decode()
+        seen["body"] = request.content
         return httpx.Response(200, json={"id": "n", "rev": "1-a"})
 
     auth = DeviceAuth("lane", key)
-    store = RemoteStore("http://hub.test", auth, transport=httpx.MockTransport(handler))
-    store.put("notes", {"v": 1}, "a/b", if_rev="1-x")
-    assert seen["auth"].startswith('SkyhubDevice name="lane",ts="')
+    remote = RemoteStore("http://Hub.Test:80/", auth, transport=httpx.MockTransport(handler))
+    remote.put("notes", {"v": 1}, "a/b", if_rev="1-x")
+    assert seen["auth"].startswith('SkyhubDevice v="2",hub="http://hub.test",name="lane",ts="')
     assert seen["target"] == "/v1/db/notes/docs/a%2Fb?if_rev=1-x"
+    # what the CLI signs is what a hub whose public URL is the --hub URL accepts
+    now = int(seen["auth"].split('ts="')[1].split('"')[0])
+    hub = Authenticator(store, "http://hub.test")
+    assert hub.authenticate(seen["auth"], "PUT", seen["target"], seen["body"], now).actor == "device:builder"
+    with pytest.raises(Unauthorized, match="signed for hub"):
+        Authenticator(store, "http://other.test").check(seen["auth"], "PUT", seen["target"], now)
     assert "key=***" in repr(auth) and "skh_" not in repr(TokenAuth("skh_secret"))
+    with pytest.raises(Invalid, match="signs for one hub"):
+        httpx.Client(auth=auth, transport=httpx.MockTransport(handler)).get("http://hub.test/v1/whoami")
+    store.close()
 
 
 class MemoryKeyring(KeyringBackend):

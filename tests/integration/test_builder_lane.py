@@ -40,5 +40,11 @@ def test_skyhub_build_run_against_a_hub_with_a_device_credential(tmp_path):
         assert len(list((tmp_path / "site").glob("*/index.html"))) == 2
         again = subprocess.run([sys.executable, "-m", "hub", "build", "run"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
         assert json.loads(again.stdout) == {} and "nothing to build" in again.stderr
+        # the lane signs for the URL it was given; the hub checks against its own public URL
+        elsewhere = hub.url.replace("127.0.0.1", "localhost")
+        wrong = subprocess.run([sys.executable, "-m", "hub", "build", "run"], capture_output=True, text=True,
+                               env={**env, "SKYHUB_HUB_URL": elsewhere}, cwd=tmp_path, timeout=120)
+        assert wrong.returncode == 4, wrong.stderr
+        assert f"this request was signed for hub '{elsewhere}', but this hub is '{hub.url}'" in wrong.stderr
     finally:
         hub.stop()

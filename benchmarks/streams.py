@@ -1,0 +1,278 @@
+#!/usr/bin/env python
+"""The hub's write rate with open change streams: one client writing one document at a time
+over HTTP while 0 / 10 / 50 / 200 clients hold ``/v1/changes/stream`` open, on SQLite and
+PostgreSQL; the hub's resident memory; and whether every stream got every change.
+
+    .venv/bin/python benchmarks/streams.py                 # 10 s per measurement
+    .venv/bin/python benchmarks/streams.py --seconds 3     # smoke run
+    .venv/bin/python benchmarks/streams.py --help
+
+Each backend gets a fresh store (a SQLite file in a temporary folder, a new PostgreSQL schema
+in the database named by SKYHUB_TEST_PG_URL) and one `skyhub run` process; the streams are
+held by a child process (raw sockets, asyncio) that reads and counts the events, so parsing
+them costs neither the hub nor the writer. Targets: with 200 streams, the write rate is at
+least 80 % of the rate with none; the hub stays under 150 MB resident.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import bench_common as bc  # noqa: E402
+import httpx  # noqa: E402
+
+RATE_SHARE = 0.8
+RSS_MB = 150.0
+CHANGE = b"\nevent: change\n"
+
+
+# ---- the hub ---------------------------------------------------------------------------
+class HubProcess:
+    def __init__(self, url: str, cwd: str) -> None:
+        env = {**os.environ, "SKYHUB_DATABASE_URL": url, "SKYHUB_JOBS__ENABLED": "false", "SKYHUB_LOG_LEVEL": "WARNING",
+               "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "hub", "run", "--port", "0"], cwd=cwd, env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.url = ""
+        self.lines: list[str] = []
+        found = threading.Event()
+
+        def read() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                self.lines.append(line)
+                m = re.search(r"API on (http://[0-9.]+:\d+)", line)
+                if m:
+                    self.url = m.group(1)
+                    found.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not found.wait(60):
+            self.stop()
+            raise RuntimeError("skyhub run did not start:\n" + "".join(self.lines[-20:]))
+
+    def rss_mb(self) -> float:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds the hub has used so far."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# ---- the streams (a child process) ---------------------------------------------------------
+def hold_streams(host: str, port: int, token: str, n: int, since: int, ready: Any, stop: Any, results: Any) -> None:
+    counts = [0] * n
+    dropped = [False] * n
+    errors: list[str] = []
+
+    async def one(i: int, connected: list[int], all_in: asyncio.Event) -> None:
+        try:
+            for attempt in range(5):  # a refused connect is tried again, as EventSource would
+                reader, writer = await asyncio.open_connection(host, port)
+                writer.write(f"GET /v1/changes/stream?since={since} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                             f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n".encode())
+                await writer.drain()
+                head = await reader.readuntil(b"\r\n\r\n")
+                if head.startswith(b"HTTP/1.1 200"):
+                    break
+                body = await asyncio.wait_for(reader.read(300), 5)
+                status = head.split(b"\r\n")[0].decode()
+                errors.append(f"{status}: {body.decode(errors='replace')}")
+                writer.close()
+                await asyncio.sleep(0.5 * (attempt + 1))
+            else:
+                return
+            connected[0] += 1
+            if connected[0] == n:
+                all_in.set()
+            tail = b""
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    break
+                buf = tail + data
+                counts[i] += buf.count(CHANGE)
+                if b"event: error" in buf:
+                    dropped[i] = True
+                tail = buf[-(len(CHANGE) - 1):]
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    async def main() -> None:
+        connected = [0]
+        all_in = asyncio.Event()
+        tasks = [asyncio.create_task(one(i, connected, all_in)) for i in range(n)]
+        try:
+            await asyncio.wait_for(all_in.wait(), 60)
+            ready.put("ok")
+        except TimeoutError:
+            ready.put(("error", f"only {connected[0]} of {n} streams connected; {errors[:3]}"))
+        while not stop.is_set():
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # the last batch
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(main())
+    results.put({"counts": counts, "dropped": sum(dropped), "errors": errors})
+
+
+# ---- one measurement ---------------------------------------------------------------------
+def measure(hub: HubProcess, token: str, streams: int, seconds: float, tag: str) -> dict[str, Any]:
+    host, port = hub.url.removeprefix("http://").split(":")
+    ready, results, stop = bc.SPAWN.Queue(), bc.SPAWN.Queue(), bc.SPAWN.Event()
+    holder = None
+    if streams:
+        since = httpx.get(f"{hub.url}/v1/head", headers={"Authorization": f"Bearer {token}"}).json()["seq"]
+        holder = bc.start_child(hold_streams, host, int(port), token, streams, since, ready, stop, results,
+                                name=f"streams-{streams}")
+        bc.wait_ready(ready, 1, [holder], timeout=90)
+    rss = [hub.rss_mb()]
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.wait(0.2):
+            rss.append(hub.rss_mb())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    errors = 0
+    with httpx.Client(base_url=hub.url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+        for i in range(30):  # warm-up: connections, statements, the reader
+            client.put(f"/v1/db/bench/docs/{tag}-warm{i}", json={"i": i})
+        writes = 0
+        cpu = hub.cpu_s()
+        started = time.perf_counter()
+        deadline = started + seconds
+        while time.perf_counter() < deadline:
+            r = client.put(f"/v1/db/bench/docs/{tag}-{writes}", json={"i": writes, "pad": "x" * 100})
+            if r.status_code != 200:
+                errors += 1
+            writes += 1
+        elapsed = time.perf_counter() - started
+        cpu = hub.cpu_s() - cpu
+    sampling.set()
+    sampler.join()
+    out: dict[str, Any] = {"streams": streams, "writes": writes, "rate": writes / elapsed, "rss": max(rss), "errors": errors,
+                           "cpu_ms": 1000 * cpu / max(1, writes)}
+    if holder is not None:
+        bc.stop_children([holder], stop, timeout=20)
+        got = results.get(timeout=10)
+        expected = writes + 30
+        out.update(min_events=min(got["counts"]), complete=sum(1 for c in got["counts"] if c >= expected),
+                   dropped=got["dropped"], stream_errors=len(got["errors"]), first_errors=got["errors"][:3])
+    return out
+
+
+def run_backend(backend: str, args: argparse.Namespace) -> dict[int, list[dict[str, Any]]]:
+    """Every stream count ``args.repeat`` times, interleaved (0, 10, 50, 200, 0, 10, ...), on one
+    hub, so that noise from other load on the machine falls on every count alike."""
+    from hub.app import build_rules
+    from hub.auth import add_user
+    from ledger import open_store
+
+    fresh = bc.sqlite_file() if backend == "sqlite" else bc.pg_schema("skyhub_streams")
+    with fresh as url:
+        folder = os.path.dirname(url.removeprefix("sqlite:///")) if backend == "sqlite" else "/tmp"
+        hub = HubProcess(url, folder)
+        admin = open_store(url, build_rules())
+        try:
+            token = add_user(admin, "bench")
+            runs: dict[int, list[dict[str, Any]]] = {n: [] for n in args.streams}
+            for rep in range(args.repeat):
+                for n in args.streams:
+                    print(f"  .. {backend}: {n} streams, {args.seconds:g} s of writes, run {rep + 1}/{args.repeat}",
+                          file=sys.stderr, flush=True)
+                    try:
+                        runs[n].append(measure(hub, token, n, args.seconds, f"r{rep}s{n}"))
+                    except Exception as exc:  # noqa: BLE001 - reported; the run goes on
+                        print(f"  .. FAILED: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr, flush=True)
+                        bc.kill_all_children()
+            return runs
+        finally:
+            admin.close()
+            hub.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seconds", type=float, default=10.0, help="seconds of writes per measurement (default 10)")
+    p.add_argument("--repeat", type=int, default=3, help="runs of each stream count, interleaved; medians reported (default 3)")
+    p.add_argument("--streams", default="0,10,50,200", help="open streams per measurement (default 0,10,50,200)")
+    p.add_argument("--backends", default="sqlite,postgres", help="comma-separated: sqlite,postgres")
+    args = p.parse_args(argv)
+    args.streams = [int(s) for s in args.streams.split(",")]
+    atexit.register(bc.kill_all_children)
+    print(bc.table("Machine", ["", ""], bc.machine_description()))
+    rows = []
+    errors = []
+    for backend in args.backends.split(","):
+        runs = run_backend(backend, args)
+        rate = {n: statistics.median(r["rate"] for r in rs) for n, rs in runs.items() if rs}
+        for n, rs in runs.items():
+            if not rs:
+                rows.append([backend, n, "failed", None, "-", None, "-", "-", "-", None, "-", "-"])
+                continue
+            share = rate[n] / rate[0] if rate.get(0) else None
+            rss = max(r["rss"] for r in rs)
+            rows.append([
+                backend, n, " ".join(f"{r['rate']:.0f}" for r in rs), rate[n], f"{share:.0%}" if share is not None else "-",
+                statistics.median(r["cpu_ms"] for r in rs),
+                f"{sum(r.get('complete', 0) for r in rs)}/{n * len(rs)}" if n else "-",
+                sum(r.get("dropped", 0) for r in rs) if n else "-",
+                sum(r["errors"] + r.get("stream_errors", 0) for r in rs), rss,
+                bc.verdict(share >= RATE_SHARE) if n == 200 and share is not None else "-",
+                bc.verdict(rss < RSS_MB),
+            ])
+            errors += [f"{backend}, {n} streams: {e}" for r in rs for e in r.get("first_errors", [])]
+    for e in errors:
+        print(f"stream error: {e}")
+    load = os.getloadavg()
+    print(bc.table(
+        "Write rate with open change streams: one client, one PUT at a time, over HTTP",
+        ["backend", "streams", "each run (writes/s)", "writes/s", "vs none", "hub CPU ms/write", "streams complete", "dropped",
+         "errors", "hub RSS MB", f">= {RATE_SHARE:.0%} with 200", f"RSS < {RSS_MB:g} MB"],
+        rows,
+        f"   {args.seconds:g} s of writes per run, {args.repeat} runs per row interleaved; writes/s and CPU: medians.\n"
+        "   hub CPU ms/write: user + system CPU time of the hub process per write (less noisy than the rate on a\n"
+        "   busy machine). streams complete: streams that received every write of their run, of all opened.\n"
+        "   hub RSS: the most resident memory of the `skyhub run` process sampled during the row's runs.\n"
+        f"   load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+    ))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
