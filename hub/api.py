@@ -25,6 +25,7 @@ sequence numbers as ids, so anything else is a client's bug, better seen than pa
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import math
@@ -213,6 +214,14 @@ def render(c: Change) -> bytes:
     return b"" if item is None else event(item, c.seq)
 
 
+# FastAPI 0.165 and later trace every request through OpenTelemetry unless told not to; with no
+# exporter configured that is work (and memory) for nothing on every request.
+_QUIET: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {}
+)
+
+
 def create_api(app: App) -> FastAPI:
     store = app.store
     settings = app.settings
@@ -221,6 +230,7 @@ def create_api(app: App) -> FastAPI:
         version="1",
         description="The skyhub ledger over HTTP: documents, queries, history, the change stream and machines.",
         responses=ERRORS,
+        **_QUIET,
     )
     api.state.public_url = settings.public_url or f"http://{settings.host}:{settings.port}"  # hub/server.py sets the bound one
     authenticator = Authenticator(store, lambda: api.state.public_url)

@@ -44,16 +44,15 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from ledger import ADMIN, Invalid, LedgerError, NotFound, Rules, Store
 from ledger.actor import parse_actor
 from ledger.errors import EXIT_FORBIDDEN
+
+if TYPE_CHECKING:  # cryptography loads with the first device key made, read or checked
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 AUTH_DB = "auth"
 SIGNATURE_WINDOW_MS = 60_000
@@ -155,6 +154,8 @@ def revoke_device(store: Store, name: str) -> None:
 
 
 def new_device_key() -> Ed25519PrivateKey:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     return Ed25519PrivateKey.generate()
 
 
@@ -163,6 +164,8 @@ def encode_public_key(raw: bytes) -> str:
 
 
 def public_key_of(key: Ed25519PrivateKey) -> str:
+    from cryptography.hazmat.primitives import serialization
+
     raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return encode_public_key(raw)
 
@@ -183,12 +186,17 @@ def fingerprint(raw: bytes) -> str:
 
 
 def private_key_to_pem(key: Ed25519PrivateKey) -> str:
+    from cryptography.hazmat.primitives import serialization
+
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     ).decode()
 
 
 def private_key_from_pem(text: str) -> Ed25519PrivateKey:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     try:
         key = serialization.load_pem_private_key(text.strip().encode() + b"\n", password=None)
     except (ValueError, TypeError):
@@ -341,6 +349,9 @@ class Authenticator:
 
     def verify(self, claim: DeviceClaim, body: bytes) -> Principal:
         """The signature over the body, then the nonce (once, by any hub process)."""
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
         hub = self.hub_url
         public = Ed25519PublicKey.from_public_bytes(claim.public_key)
         try:
