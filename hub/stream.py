@@ -84,7 +84,7 @@ def error_event(code: str, reason: str) -> bytes:
 class Subscriber:
     """One open stream: what it has been handed, what waits for it, and why it was dropped."""
 
-    __slots__ = ("pos", "chunks", "count", "ready", "reason", "gone", "writing_since", "quiet", "abort")
+    __slots__ = ("pos", "chunks", "count", "ready", "reason", "gone", "writing_since", "quiet", "abort", "farewell")
 
     def __init__(self, pos: int, abort: Callable[[], None] | None) -> None:
         self.pos = pos  # the last seq handed to this stream (queued or written)
@@ -96,6 +96,7 @@ class Subscriber:
         self.writing_since: float | None = None
         self.quiet = True
         self.abort = abort
+        self.farewell: bytes | None = None  # the last words when the caller ends the stream (``serve(until=)``)
 
     def take(self) -> bytes:
         data = b"".join(self.chunks)
@@ -135,13 +136,16 @@ class Fanout:
         return {"open": len(self._clients), "live": len(self._live), "dropped": self.dropped, "seq": self._hi}
 
     # ---- one stream ------------------------------------------------------------------------
-    async def serve(self, since: int, receive: Receive, send: Send, abort: Callable[[], None] | None = None) -> None:
-        """Write the stream's events after ``since`` until the client goes or is dropped
-        (the response has started; this writes its body, and ends it)."""
+    async def serve(self, since: int, receive: Receive, send: Send, abort: Callable[[], None] | None = None, *,
+                    until: asyncio.Event | None = None, farewell: bytes = b"") -> None:
+        """Write the stream's events after ``since`` until the client goes or is dropped, or
+        ``until`` is set (then ``farewell`` is the last thing written: the console ends a
+        signed-out page's stream so). The response has started; this writes its body, and ends it."""
         loop = asyncio.get_running_loop()
         sub = Subscriber(since, abort)
         self._clients.add(sub)
         watcher = loop.create_task(self._watch(receive, sub))
+        ender = loop.create_task(self._until(until, sub, farewell)) if until is not None else None
         try:
             try:
                 await self._write(sub, send, HELLO)
@@ -170,7 +174,16 @@ class Fanout:
                 await self._end(sub, send)
         finally:
             watcher.cancel()
+            if ender is not None:
+                ender.cancel()
             self._leave(sub)
+
+    @staticmethod
+    async def _until(until: asyncio.Event, sub: Subscriber, farewell: bytes) -> None:
+        await until.wait()
+        sub.farewell = farewell
+        sub.reason = sub.reason or ("ended", "")
+        sub.ready.set()
 
     async def _watch(self, receive: Receive, sub: Subscriber) -> None:
         while True:
@@ -190,7 +203,7 @@ class Fanout:
 
     async def _end(self, sub: Subscriber, send: Send) -> None:
         """The reason (if dropped) and the end of the response, unless the client cannot take them."""
-        last = error_event(*sub.reason) if sub.reason else b""
+        last = sub.farewell if sub.farewell is not None else error_event(*sub.reason) if sub.reason else b""
         try:
             async with asyncio.timeout(FAREWELL_S):
                 await send({"type": "http.response.body", "body": last, "more_body": False})

@@ -9,14 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ledger import Change, Conflict, Forbidden, Ledger, LedgerError, NotFound
@@ -442,6 +442,46 @@ def _event(c: Change) -> str:
     return f"id: {c.seq}\nevent: change\ndata: {data}\n\n"
 
 
+def _rendered(c: Change) -> bytes:
+    """What the page's stream shows of a change (nothing of the auth database)."""
+    return b"" if c.db == AUTH_DB else _event(c).encode()
+
+
+class _ConsoleStream(Response):
+    """The page's event stream: the console's fan-out (one reader of the change log for
+    every open tab, ``hub/stream.py``), ended when the session is."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, console: Console, session: Session, since: int) -> None:
+        self.console = console
+        self.session = session
+        self.since = since
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:  # type: ignore[override]
+        ended = asyncio.Event()
+        console, cookie = self.console, self.session.cookie
+
+        async def watch_session() -> None:  # a revoked token or a sign-out ends the stream
+            while not ended.is_set():
+                try:
+                    await asyncio.wait_for(ended.wait(), timeout=SESSION_CHECK_S)
+                except TimeoutError:
+                    if await run_in_threadpool(console.sessions.check, cookie) is None:
+                        ended.set()
+
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        watcher = asyncio.ensure_future(watch_session())
+        try:
+            await console.fanout.serve(self.since, receive, send, until=ended, farewell=b"event: signed-out\ndata: {}\n\n")
+        finally:
+            ended.set()
+            await watcher
+
+
 @page_route
 async def events(console: Console, request: Request) -> Response:
     """Server-sent events for the page: one small event per change (database, id, status:
@@ -451,58 +491,12 @@ async def events(console: Console, request: Request) -> Response:
         session = await console.session(request)
     except SignInNeeded:
         return Response("your session has ended: sign in again", status_code=401, headers=SECURITY_HEADERS)
-    store = console.app.store
     last = request.headers.get("last-event-id", "")
     since = request.query_params.get("since", "")
     start = int(last) if last.isdigit() and len(last) < 19 else int(since) if since.isdigit() and len(since) < 19 else None
     if start is None:
-        start = await run_in_threadpool(store.head_seq)
-    loop = asyncio.get_running_loop()
-    woke = asyncio.Event()
-
-    def wake(_change: Change | None) -> None:
-        try:
-            loop.call_soon_threadsafe(woke.set)
-        except RuntimeError:
-            pass
-
-    unsubscribe = store.subscribe(wake)
-
-    async def stream() -> AsyncIterator[str]:
-        seq = start
-        checked = quiet = loop.time()
-        try:
-            yield "retry: 1000\n: skyhub console stream\n\n"
-            while not console.app.stopping.is_set():
-                woke.clear()
-                batch = await run_in_threadpool(store.changes, seq, 200)
-                if batch:
-                    seq = batch[-1].seq
-                    text = "".join(_event(c) for c in batch if c.db != AUTH_DB)
-                    if text:
-                        quiet = loop.time()
-                        yield text
-                    continue
-                try:
-                    await asyncio.wait_for(woke.wait(), timeout=1.0)
-                except TimeoutError:
-                    if await request.is_disconnected():
-                        return
-                now = loop.time()
-                if now - checked > SESSION_CHECK_S:
-                    checked = now
-                    if await run_in_threadpool(console.sessions.check, session.cookie) is None:
-                        yield "event: signed-out\ndata: {}\n\n"
-                        return
-                if now - quiet > KEEPALIVE_S:
-                    quiet = now
-                    yield ": keep-alive\n\n"
-        except LedgerError as exc:
-            yield f"event: error\ndata: {json.dumps({'error': exc.code, 'reason': exc.reason})}\n\n"
-        finally:
-            unsubscribe()
-
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        start = await run_in_threadpool(console.app.store.head_seq)
+    return _ConsoleStream(console, session, start)
 
 
 # ---- static, metrics, the overview as JSON ---------------------------------------------------

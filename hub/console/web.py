@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
+from ..stream import Fanout
 from .activity import Activity
 from .metrics import Metrics
 from .sessions import COOKIE, PRE_COOKIE, Session, Sessions, csrf_ok
@@ -72,6 +73,18 @@ class Console:
     activity: Activity
     metrics: Metrics
     started_at: int
+    _fanout: Fanout | None = None
+
+    @property
+    def fanout(self) -> Fanout:
+        """One reader of the change log for every open page (made on the first stream, on the server's loop)."""
+        if self._fanout is None:
+            from .routes import _rendered
+
+            http = self.app.settings.http
+            self._fanout = Fanout(self.app.store, _rendered, queue_size=http.stream_queue, keepalive=http.stream_keepalive,
+                                  stopping=self.app.stopping.is_set)
+        return self._fanout
 
     @classmethod
     def make(cls, app: App, hub_url: Callable[[], str] = lambda: "") -> Console:
