@@ -64,13 +64,13 @@ def _queue_command(platform: str) -> click.Command:
             raise Usage(f"no account: pass --account, or set publish.accounts.{platform} (SKYHUB_PUBLISH__ACCOUNTS__{platform.upper()})")
         pairs = [{"url": url if not (platform == "bsky" and is_local(url)) else _absolute(url), "alt": alts[i] if i < len(alts) else ""}
                  for i, url in enumerate(images)]
-        actor = env.actor()
+        ledger = Ledger(env.store, env.actor())
         body = new_request(platform, account=account, slug=slug, caption=caption, images=pairs, at=at, reply_to=reply_to,
-                           now_ms=env.store.clock.now_ms())
+                           now_ms=ledger.now())
         if env.remote:
             out = cast(RemotePublisher, env.store).publish_queue({k: body[k] for k in API_FIELDS if k in body})
         else:
-            doc, queued = queue(Ledger(env.store, actor), body, image_hosts=list(section.image_hosts) or None)
+            doc, queued = queue(ledger, body, image_hosts=list(section.image_hosts) or None)
             out = {"id": doc["_id"], "queued": queued, "status": doc["status"], "rev": doc["_rev"]}
         click.echo(json.dumps(out))
         if not out["queued"]:
