@@ -35,7 +35,8 @@ class BuildSettings:
 
 
 class Builder:
-    """Claims and builds pending mentions as ``db.actor`` (the builder's device)."""
+    """Claims and builds pending mentions as ``db.actor`` (the builder's device); ``progress`` is
+    called with a line for a person at each step."""
 
     def __init__(self, db: Ledger, settings: BuildSettings, *, progress: Callable[[str], None] | None = None) -> None:
         self.db = db
@@ -43,9 +44,13 @@ class Builder:
         self.progress = progress or (lambda line: None)
 
     def now(self) -> int:
+        """Epoch milliseconds from the store's clock."""
         return self.db.now()
 
     def run(self, max_jobs: int | None = None) -> dict[str, int]:
+        """Claim and build pending mentions one after another, up to ``max_jobs`` (``settings.max_jobs`` when not
+        given); how many ended in each outcome ("built", "build-failed", "stale", "lost"). Forbidden when
+        ``db.actor`` may not claim mentions."""
         claims = [e for e in MENTIONS.edges if "pending-build" in e.src and e.dst == "building"]
         if not any(e.allows(self.db.actor) for e in claims):
             who = ", ".join(str(p) for e in claims for p in e.by)
@@ -72,6 +77,8 @@ class Builder:
         return counts
 
     def build(self, held: dict[str, Any]) -> str:
+        """Run the codegen command for one claimed mention, renewing its lease meanwhile, then write ``built``
+        or ``build-failed``; the outcome ("stale" when the claim was lost before that write)."""
         state = {"doc": held}
         lock = threading.Lock()
         stop = threading.Event()

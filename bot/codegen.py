@@ -76,6 +76,7 @@ footer{margin-top:2rem;font-size:.8rem;color:#667}"""
 
 
 def kind_of(prompt: str) -> str:
+    """The kind of app ``prompt`` asks for: the first of ``KINDS`` with a keyword in it, else "notes"."""
     lowered = prompt.lower()
     for kind, words in KINDS:
         if any(w in lowered for w in words):
@@ -84,14 +85,17 @@ def kind_of(prompt: str) -> str:
 
 
 def clean_prompt(text: str) -> str:
+    """The prompt without its @-mentions ("Your app" when nothing else is left)."""
     return re.sub(r"@[\w.-]+", "", text).strip() or "Your app"
 
 
 def slug_of(job_id: str) -> str:
+    """A folder name for a job id: lowercase letters, digits and dashes, at most 80 ("build" when none is left)."""
     return re.sub(r"[^a-z0-9-]+", "-", job_id.lower()).strip("-")[:80] or "build"
 
 
 def render(prompt: str) -> str:
+    """The page for ``prompt``: one HTML document, its style and script inline, the prompt escaped."""
     kind = kind_of(prompt)
     title = clean_prompt(prompt)
     return f"""<!doctype html>
@@ -105,6 +109,8 @@ def render(prompt: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command: read a job (``_id``, ``text``) as JSON on stdin, write ``<out>/<slug>/index.html``, print
+    ``{"url", "kind"}``. Returns the exit status: 2 when stdin holds no such job."""
     parser = argparse.ArgumentParser(description="Turn a mention's prompt into a single-page app.")
     parser.add_argument("--out", default=os.environ.get("SKYHUB_BUILD_OUT", "site"), help="Folder for the built pages (env SKYHUB_BUILD_OUT).")
     parser.add_argument("--base-url", default=os.environ.get("SKYHUB_BUILD_BASE_URL", "http://127.0.0.1:8000"), help="Where that folder is served (env SKYHUB_BUILD_BASE_URL).")

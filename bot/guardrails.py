@@ -28,6 +28,8 @@ class Guardrails:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> Guardrails:
+        """The guardrails in the TOML file ``path``, or in the shipped ``config/guardrails.toml`` when no path is
+        given; settings the file omits keep their defaults. Invalid when it cannot be read or parsed."""
         if path:
             try:
                 text = Path(path).read_text()

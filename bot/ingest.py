@@ -83,9 +83,13 @@ class Ingester:
         self.guardrails = guardrails
 
     def now(self) -> int:
+        """Epoch milliseconds from the store's clock."""
         return self.db.now()
 
     def run(self, bsky: Bluesky) -> dict[str, int]:
+        """One pass (see the class docstring): each new mention written as ``pending-build`` or ``skipped``, the
+        checkpoint saved, the notifications marked seen. Returns how many mentions ended in each outcome
+        ("pending-build", "skipped", "duplicate")."""
         now = self.now()
         horizon = now - self.guardrails.max_age_ms - LOOKBACK_SLACK_MS
         checkpoint = _ms(self._checkpoint().get("indexedAt"))
@@ -201,6 +205,8 @@ class Caps:
 
     @classmethod
     def count(cls, db: Ledger, guardrails: Guardrails, day: str) -> Caps:
+        """The counters for ``day`` (UTC, ``YYYY-MM-DD``): the queue (``pending-build`` and ``building``, counted up
+        to ``max_queue + 1``) and the builds accepted that day, in all and per author."""
         bound = guardrails.max_queue + 1
         queued = sum(
             len([d for d in db.query(DB, "status", status, limit=bound).docs if d.get("kind") == "mention"])
@@ -215,6 +221,7 @@ class Caps:
         return cls(guardrails, queued, total, by_author)
 
     def refuse(self, author: str) -> str | None:
+        """Which cap a new build by ``author`` would break ("queue full", "daily cap", "author cap"), or None."""
         g = self.guardrails
         if self.queued >= g.max_queue:
             return "queue full"
@@ -225,6 +232,7 @@ class Caps:
         return None
 
     def accept(self, author: str) -> None:
+        """Count one accepted build by ``author``."""
         self.queued += 1
         self.today_total += 1
         self.today_by_author[author] = self.today_by_author.get(author, 0) + 1

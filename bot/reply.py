@@ -41,6 +41,7 @@ def reply_text(template: str, url: str) -> tuple[str, list[dict[str, Any]]]:
 
 
 def permalink(uri: str) -> str:
+    """The bsky.app link to a post, from its at-uri (``at://<did>/<collection>/<rkey>``)."""
     did, _, rkey = uri.removeprefix("at://").split("/")
     return f"https://bsky.app/profile/{did}/post/{rkey}"
 
@@ -53,7 +54,11 @@ def reply(event: TickEvent, ctx: Context) -> dict[str, int]:
 
 class PageCheck:
     """Does a built page answer yet? The builder writes ``built`` before the workflow's push,
-    and GitHub Pages serves a push a minute or more later: a reply must not link to a 404."""
+    and GitHub Pages serves a push a minute or more later: a reply must not link to a 404.
+
+    Without ``http`` no page is checked. ``wait_ms`` is how long a reply waits for its page;
+    ``timeout`` (seconds) bounds one check.
+    """
 
     def __init__(self, http: httpx.Client | None, wait_ms: int, timeout: float = 10.0) -> None:
         self.http = http
@@ -72,7 +77,8 @@ class PageCheck:
 
 
 class Replier:
-    """One pass over built mentions; see the module docstring."""
+    """One pass over built mentions; see the module docstring. ``template`` is the reply's text,
+    with ``{url}`` where the page's link goes."""
 
     def __init__(self, db: Ledger, template: str = "Your build is ready: {url}", *, pages: PageCheck | None = None) -> None:
         self.db = db  # bound to tick:reply
@@ -80,9 +86,12 @@ class Replier:
         self.pages = pages or PageCheck(None, 0)
 
     def now(self) -> int:
+        """Epoch milliseconds from the store's clock."""
         return self.db.now()
 
     def run(self, bluesky: Callable[[], Bluesky]) -> dict[str, int]:
+        """Reply to every built mention not waiting out a rate limit, stopping at the first rate limit; how many
+        ended in each outcome. ``bluesky`` makes the client, called only when a mention is due."""
         built = [d for d in self.db.query_all(DB, "status", "built") if d.get("kind") == "mention"]
         due = [d for d in built if int(d.get("waitUntil") or 0) <= self.now()]
         counts: dict[str, int] = {}
@@ -101,6 +110,10 @@ class Replier:
         return counts
 
     def reply(self, bsky: Bluesky, doc: dict[str, Any], post: dict[str, Any] | None) -> str:
+        """One step for one built mention (``post``: its post as ``get_posts`` returned it, None when deleted):
+        skip it, wait for its page, fix its record key, or post the reply under that key. Returns the new
+        status ("replied", "skipped", "error"), or "page-not-up", "rate-limited", "held", "retry", or "moved"
+        when another writer changed the document first."""
         viewer = (post or {}).get("viewer", {})
         if post is None:
             return self._move(doc, "skipped", skipReason="deleted")

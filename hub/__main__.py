@@ -1,3 +1,5 @@
+"""``python -m hub``: the ``skyhub`` command."""
+
 from .cli import entry
 
 entry()

@@ -223,6 +223,8 @@ _QUIET: dict[str, Any] = (
 
 
 def create_api(app: App) -> FastAPI:
+    """The HTTP API over ``app``'s store: every endpoint behind the gate, the console in front (see the
+    module docstring)."""
     store = app.store
     settings = app.settings
     api = FastAPI(

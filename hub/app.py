@@ -118,6 +118,7 @@ class App:
     _stopped: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
+        """Start the feed, the sweep and the scheduler, each in threads of its own."""
         self._started = True
         self.feed.start()
         self.sweeper.start()
@@ -130,6 +131,8 @@ class App:
         )
 
     def stop(self) -> None:
+        """Stop the scheduler (waiting for running ticks), the sweep and the feed, then close the HTTP client
+        and the store. ``stopping`` is set first, so open streams end; calling it again does nothing more."""
         self.stopping.set()
         if self._stopped.is_set():
             return

@@ -103,6 +103,7 @@ def add_user(store: Store, name: str) -> str:
 
 
 def list_tokens(store: Store) -> list[dict[str, Any]]:
+    """Every token as metadata (id, name, actor, createdAt, revokedAt), revoked ones included; never its hash."""
     return [
         {"id": d["_id"].split(":", 1)[1], "name": d["name"], "actor": d["actor"], "createdAt": d["createdAt"], "revokedAt": d.get("revokedAt")}
         for d in _all(store, "token")
@@ -142,6 +143,7 @@ def approve_device(store: Store, name: str, actor: str, public_key: str) -> dict
 
 
 def list_devices(store: Store) -> list[dict[str, Any]]:
+    """Every device as metadata (name, actor, fingerprint, approvedAt, revokedAt), revoked ones included."""
     return [
         {k: d.get(k) for k in ("name", "actor", "fingerprint", "approvedAt", "revokedAt")}
         for d in _all(store, "device")
@@ -149,21 +151,25 @@ def list_devices(store: Store) -> list[dict[str, Any]]:
 
 
 def revoke_device(store: Store, name: str) -> None:
+    """Revoke device ``name``: its record stays, with ``revokedAt``. NotFound when there is none."""
     doc = store.get(AUTH_DB, f"device:{name}")
     store.put(AUTH_DB, {**doc, "revokedAt": _now(store)}, actor="admin", if_rev=doc["_rev"])
 
 
 def new_device_key() -> Ed25519PrivateKey:
+    """A new Ed25519 private key for a device."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     return Ed25519PrivateKey.generate()
 
 
 def encode_public_key(raw: bytes) -> str:
+    """A raw 32-byte public key as the hub writes it: ``ed25519:<base64>``."""
     return "ed25519:" + base64.b64encode(raw).decode()
 
 
 def public_key_of(key: Ed25519PrivateKey) -> str:
+    """The public half of a device key, as the hub writes it (``ed25519:<base64>``)."""
     from cryptography.hazmat.primitives import serialization
 
     raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
@@ -171,6 +177,7 @@ def public_key_of(key: Ed25519PrivateKey) -> str:
 
 
 def decode_public_key(text: str) -> bytes:
+    """The 32 raw bytes of a public key written ``ed25519:<base64>`` (the prefix may be left out); Invalid otherwise."""
     body = text.strip().removeprefix("ed25519:")
     try:
         raw = base64.b64decode(body, validate=True)
@@ -182,10 +189,12 @@ def decode_public_key(text: str) -> bytes:
 
 
 def fingerprint(raw: bytes) -> str:
+    """A short name for a raw public key: ``SHA256:`` and 16 base64 characters of its hash."""
     return "SHA256:" + base64.b64encode(hashlib.sha256(raw).digest()).decode().rstrip("=")[:16]
 
 
 def private_key_to_pem(key: Ed25519PrivateKey) -> str:
+    """The private key as unencrypted PKCS#8 PEM, for a key file or the keyring (never for a log)."""
     from cryptography.hazmat.primitives import serialization
 
     return key.private_bytes(
@@ -194,6 +203,7 @@ def private_key_to_pem(key: Ed25519PrivateKey) -> str:
 
 
 def private_key_from_pem(text: str) -> Ed25519PrivateKey:
+    """The Ed25519 private key in PEM ``text``; Invalid when it is not one."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -208,6 +218,7 @@ def private_key_from_pem(text: str) -> Ed25519PrivateKey:
 
 # ---- key storage on the device -----------------------------------------------------------
 def keyring_username(name: str, hub: str) -> str:
+    """The OS keyring's user name for the key of device ``name`` on ``hub`` (service ``skyhub``)."""
     return f"device:{name}@{hub.rstrip('/')}"
 
 
@@ -300,6 +311,8 @@ _TS = re.compile(r"^[0-9]{1,16}$")
 
 @dataclass(frozen=True)
 class Principal:
+    """Who a request acts as, and the credential that proved it."""
+
     actor: str
     credential: str  # "token:<id>" or "device:<name>" (never the secret)
 
@@ -320,7 +333,8 @@ class DeviceClaim:
 
 class Authenticator:
     """Checks credentials; ``hub_url`` is this hub's public URL (or a function giving it, for
-    a hub that learns its port when it binds)."""
+    a hub that learns its port when it binds); ``window_ms`` is how far a device signature's time
+    may be from now."""
 
     def __init__(self, store: Store, hub_url: str | Callable[[], str], window_ms: int = SIGNATURE_WINDOW_MS) -> None:
         self.store = store
@@ -329,6 +343,7 @@ class Authenticator:
 
     @property
     def hub_url(self) -> str:
+        """This hub's public URL, canonical: what device signatures must be made for."""
         return canonical_hub(self._hub_url() if callable(self._hub_url) else self._hub_url)
 
     def authenticate(self, authorization: str | None, method: str, target: str, body: bytes, now_ms: int) -> Principal:

@@ -80,6 +80,7 @@ class TickCommand(click.Command):
     """``skyhub tick``: its help lists every tick a hub can run."""
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Click's help, then a Ticks section: every tick a hub can run, and what it does."""
         super().format_help(ctx, formatter)
         from .app import tick_help
 

@@ -47,7 +47,9 @@ class State:
     """The command line's settings and store; what product command groups get as ``ctx.obj``.
 
     ``core`` (a few settings read without pydantic) is all a command that reads the ledger
-    needs; ``settings`` (every section, validated) loads when a command asks for more."""
+    needs; ``settings`` (every section, validated) loads when a command asks for more. The
+    arguments are the global options: ``--config``, ``--database-url``, ``--hub``, and the
+    credentials for a hub (``token``, ``device``, ``device_key_file``)."""
 
     def __init__(self, config: str | None, database_url: str | None, hub: str | None = None, **credentials: str | None) -> None:
         self.config = config
@@ -62,12 +64,14 @@ class State:
 
     @property
     def core(self) -> Core:
+        """The few settings every command needs, read without pydantic on first use."""
         if self._core is None:
             self._core = core(self.config, database_url=self.database_url, hub_url=self.hub, **self.credentials)
         return self._core
 
     @property
     def settings(self) -> Settings:
+        """Every settings section, validated; loaded on first use (Usage when they are not valid)."""
         if self._settings is None:
             from .settings import load_settings
 
@@ -76,6 +80,7 @@ class State:
 
     @property
     def remote(self) -> bool:
+        """Whether commands go to a hub over HTTP (--hub / SKYHUB_HUB_URL) instead of a local database."""
         return bool(self.core.hub_url)
 
     @property
@@ -126,6 +131,7 @@ class State:
         return actor
 
     def section(self, name: str) -> Any:
+        """The settings section of product ``name`` (``bot``, ``vault``, ...)."""
         return self.settings.section(name)
 
     def context(self, product: str, actor: str) -> Context:
@@ -156,6 +162,7 @@ class State:
         return RemoteStore(c.hub_url, auth)
 
     def close(self) -> None:
+        """Close what the command opened: the HTTP client, the store and the reader."""
         if self._services is not None and hasattr(self._services.http, "close"):
             self._services.http.close()
         for opened in {id(s): s for s in (self._store, self._reader) if s is not None}.values():
@@ -183,6 +190,7 @@ class Group(click.Group):
         return self._lazy_names
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The Commands section of --help; a lazy command shows its line of help without being imported."""
         rows = []
         for name in self.list_commands(ctx):
             if name in self.commands:
@@ -196,9 +204,11 @@ class Group(click.Group):
                 formatter.write_dl(rows)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command's name, the lazy ones included, sorted."""
         return sorted({*super().list_commands(ctx), *self.lazy})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, imported first if it is a lazy one; None when there is no such command."""
         if cmd_name not in self.commands and cmd_name in self.lazy:
             module, _, attribute = self.lazy[cmd_name][0].partition(":")
             command = getattr(importlib.import_module(module), attribute)
@@ -206,6 +216,7 @@ class Group(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a LedgerError ends it with one line on stderr and the error's exit code, Ctrl-C with 130."""
         try:
             return super().invoke(ctx)
         except LedgerError as exc:
@@ -236,6 +247,8 @@ def run_main(command: click.Command, args: Sequence[str] | None = None) -> NoRet
 
 
 def configure_logging(level: str) -> None:
+    """Log to stderr at ``level`` (a name: "DEBUG", "info", ...; INFO when unknown), httpx and APScheduler
+    from WARNING up. For entry points only."""
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.basicConfig(

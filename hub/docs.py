@@ -27,6 +27,7 @@ def machine_markdown(m: Machine) -> str:
 
 
 def machines_section() -> str:
+    """Every machine the products declare, drawn as ``machine_markdown`` draws one."""
     return "\n".join(machine_markdown(m) for m in build_rules().machines)
 
 
@@ -47,6 +48,7 @@ def commands(group: click.Group = cli_main, prefix: str = "skyhub") -> list[tupl
 
 
 def example(cmd: click.Command) -> str | None:
+    """The text after ``Example:`` in a command's help, or None when it has none."""
     for line in (cmd.help or "").splitlines():
         if line.strip().startswith("Example:"):
             return line.split("Example:", 1)[1].strip()
@@ -54,6 +56,7 @@ def example(cmd: click.Command) -> str | None:
 
 
 def cli_section() -> str:
+    """The CLI reference: one row per command, with the first line of its help and its example."""
     rows = ["| command | what it does | example |", "| --- | --- | --- |"]
     for path, cmd in commands():
         summary = (cmd.help or "").strip().splitlines()[0]
@@ -62,6 +65,7 @@ def cli_section() -> str:
 
 
 def settings_section() -> str:
+    """The settings table: every setting's name, environment variable, default and meaning (its docstring)."""
     rows = ["| setting | environment variable | default | meaning |", "| --- | --- | --- | --- |"]
     for dotted, shown, env, meaning in describe():
         rows.append(f"| `{dotted}` | `{env}` | {shown} | {meaning.replace('|', '/')} |")
@@ -69,6 +73,7 @@ def settings_section() -> str:
 
 
 def ticks_section() -> str:
+    """The ticks table: every tick a hub can run, and what it does."""
     rows = ["| tick | what it does |", "| --- | --- |"]
     rows += [f"| `{name}` | {what} |" for name, what in sorted(tick_help().items())]
     return "\n".join(rows) + "\n"
@@ -78,6 +83,8 @@ SECTIONS = {"machines": machines_section, "cli": cli_section, "settings": settin
 
 
 def render(text: str) -> str:
+    """The README ``text`` with every generated section made afresh; SystemExit when a section's
+    ``<!-- BEGIN name -->`` ... ``<!-- END name -->`` markers are missing."""
     for name, make in SECTIONS.items():
         pattern = re.compile(rf"(<!-- BEGIN {name} -->\n)(.*?)(<!-- END {name} -->)", re.S)
         if not pattern.search(text):

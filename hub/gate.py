@@ -66,6 +66,12 @@ class _Gone(Exception):
 
 
 class Gate:
+    """The gate as ASGI middleware over ``app`` (see the module docstring).
+
+    ``public``: the paths that need no credential; ``max_body`` is in bytes, ``body_timeout`` in
+    seconds; ``run`` is where the credential checks, which read the store, are called (a thread).
+    """
+
     def __init__(
         self, app: ASGIApp, *, authenticator: Authenticator, clock: Clock, public: Collection[str],
         max_body: int, body_timeout: float, run: Callable[..., Awaitable[Any]] = run_in_threadpool,
@@ -79,6 +85,8 @@ class Gate:
         self.run = run  # where the credential checks call the store
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI: an HTTP request that passes the gate goes on with its body read and its principal in
+        ``scope[PRINCIPAL]``; a refused one is answered here with the API's error body. Other scopes pass."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -158,6 +166,7 @@ def strict_path(scope: Scope) -> str:
 
 
 def strict_query(scope: Scope) -> None:
+    """Refuse a query string that is not UTF-8 after percent-decoding (Invalid)."""
     query = scope.get("query_string", b"")
     if query:
         try:
@@ -167,6 +176,7 @@ def strict_query(scope: Scope) -> None:
 
 
 def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of header ``name`` (lowercase bytes, as ASGI gives names), or None."""
     for key, value in scope["headers"]:
         if key == name:
             return value.decode("latin-1")  # type: ignore[no-any-return]

@@ -20,7 +20,8 @@ BUDGET_S = 1.0
 
 class HealthProbe:
     """``app.health()`` within a budget: in a thread of its own, at most one at a time; a
-    check still waiting on the store is joined, not doubled, so a hung store costs one thread."""
+    check still waiting on the store is joined, not doubled, so a hung store costs one thread.
+    ``budget`` is in seconds."""
 
     def __init__(self, app: App, budget: float = BUDGET_S) -> None:
         self.app = app
@@ -29,6 +30,8 @@ class HealthProbe:
         self._pending: Future[dict[str, Any]] | None = None
 
     async def __call__(self) -> dict[str, Any]:
+        """The health report (``app.health()``), or a degraded one naming the problem when the store fails
+        or does not answer within the budget."""
         if self._pending is None or self._pending.done():
             self._pending = self._worker.submit(self.app.health)
         try:

@@ -44,10 +44,13 @@ class _Retry(Exception):
 
 
 class TokenAuth(httpx.Auth):
+    """Authenticates every request with a person's token (``Authorization: Bearer``)."""
+
     def __init__(self, token: str) -> None:
         self._header = f"Bearer {token}"
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        """Add the token to the request."""
         request.headers["Authorization"] = self._header
         yield request
 
@@ -72,6 +75,8 @@ class DeviceAuth(httpx.Auth):
         return self if self.hub is not None else DeviceAuth(self.name, self._key, self._clock, hub=hub)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        """Sign the request (its method, path, body and the time) for this device's hub; Invalid when the
+        credential is bound to no hub."""
         if self.hub is None:
             raise Invalid("a device signs for one hub: give DeviceAuth(..., hub=URL) or use it through RemoteStore(URL, ...)")
         target = request.url.raw_path.decode("latin-1")
@@ -85,7 +90,12 @@ class DeviceAuth(httpx.Auth):
 
 
 class RemoteStore:
-    """A store whose every operation is a request to a hub."""
+    """A store whose every operation is a request to a hub.
+
+    ``auth`` is a ``TokenAuth`` or a ``DeviceAuth``; ``timeout`` (seconds) bounds each request;
+    ``attempts`` is how often a request is tried when the hub cannot be reached or answers 5xx;
+    ``transport`` replaces the network (a test's ``httpx.MockTransport``).
+    """
 
     def __init__(self, url: str, auth: httpx.Auth, *, timeout: float = 30.0, attempts: int = 4, transport: httpx.BaseTransport | None = None) -> None:
         self.url = url.rstrip("/")
@@ -160,10 +170,13 @@ class RemoteStore:
 
     # ---- documents -----------------------------------------------------------------------
     def get(self, db: str, id: str) -> dict[str, Any]:
+        """The document ``db``/``id`` from the hub; NotFound when there is none."""
         return self._request("GET", self._path(db, "docs", id))  # type: ignore[no-any-return]
 
     def put(self, db: str, doc: dict[str, Any], id: str | None = None, *, actor: str | None = None,
             if_rev: str | None = None, create_only: bool = False) -> dict[str, Any]:
+        """Write a document through the hub, as the credential's actor (``actor``, if given, must be that one);
+        ``if_rev`` and ``create_only`` as for a local store. Returns the document with its new ``_id`` and ``_rev``."""
         self._as(actor)
         if not isinstance(doc, dict):
             raise Invalid(f"a document must be a JSON object, not {type(doc).__name__ if doc is not None else 'null'}")
@@ -184,12 +197,14 @@ class RemoteStore:
         return {"_id": out["id"], "_rev": out["rev"], **result}
 
     def delete(self, db: str, id: str, *, actor: str | None = None, if_rev: str | None = None) -> dict[str, Any]:
+        """Delete a document through the hub, as the credential's actor; ``if_rev`` as for a local store."""
         self._as(actor)
         params = {"if_rev": if_rev} if if_rev is not None else {}
         out = self._request("DELETE", self._path(db, "docs", id), params=params)
         return {"_id": out["id"], "_rev": out["rev"], "_deleted": True}
 
     def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:
+        """One page of documents whose ``field`` equals ``key``; ``after`` is the previous page's ``next``."""
         params: dict[str, Any] = {"field": field, "key_json": json.dumps(key), "limit": limit}
         if after is not None:
             params["after"] = after
@@ -197,15 +212,20 @@ class RemoteStore:
         return Page(out["docs"], out["next"])
 
     def history(self, db: str, id: str) -> list[Change]:
+        """Every revision of a document, oldest first."""
         return [_change(c) for c in self._request("GET", self._path(db, "history", id))]
 
     def changes(self, since: int = 0, limit: int = 100, dbs: Sequence[str] | None = None) -> list[Change]:
+        """Up to ``limit`` changes after ``since``, of the databases in ``dbs`` (all when empty). The hub leaves
+        out the ``auth`` database and ``dbs`` filters after the read, so a page can hold fewer than ``limit``,
+        even none before the log's end."""
         if not isinstance(since, int) or since < 0:
             raise Invalid("since must be a sequence number >= 0")
         out = [_change(c) for c in self._request("GET", "/v1/changes", params={"since": since, "limit": limit})["changes"]]
         return [c for c in out if not dbs or c.db in dbs]
 
     def head_seq(self) -> int:
+        """The change log's last sequence number."""
         return int(self._request("GET", "/v1/head")["seq"])
 
     def follow(self, since: int, stop: threading.Event | None = None) -> Iterator[Change]:
@@ -243,17 +263,21 @@ class RemoteStore:
 
     # ---- the vault (write-only: metadata comes back, never a secret) ----------------------
     def vault_put(self, platform: str, account: str, secret: str | dict[str, Any], verify: bool = False) -> dict[str, Any]:
+        """Store a new version of a credential on the hub (``verify``: check it with the platform now); its metadata."""
         path = f"/v1/vault/credentials/{quote(platform, safe='')}/{quote(account, safe='')}"
         params = {"verify": "true"} if verify else {}
         return self._request("PUT", path, params=params, json={"secret": secret})  # type: ignore[no-any-return]
 
     def vault_list(self) -> list[dict[str, Any]]:
+        """Every credential's metadata."""
         return self._request("GET", "/v1/vault/credentials")  # type: ignore[no-any-return]
 
     def vault_show(self, cred_id: str) -> dict[str, Any]:
+        """One credential's metadata (never the secret)."""
         return self._request("GET", f"/v1/vault/credentials/{quote(cred_id, safe='')}")  # type: ignore[no-any-return]
 
     def vault_rm(self, cred_id: str) -> None:
+        """Delete a credential (its history keeps the metadata)."""
         self._request("DELETE", f"/v1/vault/credentials/{quote(cred_id, safe='')}")
 
     # ---- publishing --------------------------------------------------------------------------
@@ -262,12 +286,15 @@ class RemoteStore:
         return self._request("POST", "/v1/publish", json=body)  # type: ignore[no-any-return]
 
     def subscribe(self, listener: Callable[[Change | None], None]) -> Callable[[], None]:
+        """Not over HTTP: raises LedgerError (use ``follow``)."""
         raise LedgerError("subscribing runs inside the hub; over the network use follow()")
 
     def use_once(self, key: str, expires_at: int) -> bool:
+        """Not over HTTP: raises LedgerError (once-keys live inside the hub)."""
         raise LedgerError("once-keys live inside the hub")
 
     def close(self) -> None:
+        """Close the HTTP client."""
         self._client.close()
 
     def __repr__(self) -> str:

@@ -134,21 +134,27 @@ class GuardedH11Protocol(H11Protocol):
 
     # ---- the protocol's events -------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Keep the raw transport, give uvicorn one whose close may linger, and start the header timeout."""
         self._raw = transport
         super().connection_made(_Transport(transport, self))  # type: ignore[arg-type]
         self._arm("headers", self.header_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """Stop the timers, then uvicorn's own handling."""
         self._disarm()
         self._lingering = False
         super().connection_lost(exc)
 
     def eof_received(self) -> bool | None:  # type: ignore[override]
+        """While lingering, the client's end of its body ends the linger: close now. Otherwise nothing, as in uvicorn."""
         if self._lingering:
             self._close()
         return None
 
     def data_received(self, data: bytes) -> None:
+        """While lingering, throw the bytes away (closing after ``linger_bytes``). Otherwise uvicorn's handling,
+        then the timers: the header timeout until a request's headers are in, a discard window for a body
+        left unread after its answer."""
         if self._lingering:
             self._discarded += len(data)
             if self._discarded > self.linger_bytes:
@@ -173,6 +179,8 @@ class GuardedH11Protocol(H11Protocol):
             self._disarm()
 
     def on_response_complete(self) -> None:
+        """uvicorn's bookkeeping; then, if the client is still sending a body the app did not read, throw it
+        away within ``linger`` seconds and ``linger_bytes``."""
         super().on_response_complete()
         if not self.transport.is_closing() and self.conn.their_state is h11.SEND_BODY:
             self._discarded = 0
@@ -188,13 +196,14 @@ def protocol_for(http: HttpSettings, max_body: int) -> type[GuardedH11Protocol]:
 
 
 class HubServer(uvicorn.Server):
-    """uvicorn's server, telling the API its URL once it is bound (``--port 0`` picks one)."""
+    """uvicorn's server, telling ``on_bound`` its URL once it is bound (``--port 0`` picks one)."""
 
     def __init__(self, config: uvicorn.Config, on_bound: Callable[[str], None]) -> None:
         super().__init__(config)
         self.on_bound = on_bound
 
     async def startup(self, sockets: Any = None) -> None:
+        """Start uvicorn's server, then tell ``on_bound`` the URL it is bound to."""
         await super().startup(sockets)
         if self.started and getattr(self, "servers", None):
             host, port = self.servers[0].sockets[0].getsockname()[:2]
@@ -202,6 +211,7 @@ class HubServer(uvicorn.Server):
 
 
 def url_for(host: str, port: int) -> str:
+    """``http://HOST:PORT``, an IPv6 host in brackets."""
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 

@@ -154,6 +154,9 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Where settings come from, the first that sets one winning: the arguments given (the CLI's options),
+        SKYHUB_* environment variables, then the TOML files (``config/skyhub.toml`` under the user's file).
+        No .env file, no secrets directory."""
         return (init_settings, env_settings, _MergedToml(settings_cls, _LAYERS.get()))
 
     def section(self, name: str) -> Any:

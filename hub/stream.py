@@ -78,6 +78,7 @@ def event(change: dict[str, Any], seq: int) -> bytes:
 
 
 def error_event(code: str, reason: str) -> bytes:
+    """The server-sent event that tells a client why its stream ends: ``event: error``, ``{"error", "reason"}``."""
     return b"event: error\ndata: %s\n\n" % json.dumps({"error": code, "reason": reason}).encode()
 
 
@@ -99,6 +100,7 @@ class Subscriber:
         self.farewell: bytes | None = None  # the last words when the caller ends the stream (``serve(until=)``)
 
     def take(self) -> bytes:
+        """Everything waiting for the stream, as one write; the queue is left empty."""
         data = b"".join(self.chunks)
         self.chunks.clear()
         self.count = 0
@@ -106,7 +108,13 @@ class Subscriber:
 
 
 class Fanout:
-    """Reads the change log once for every open stream. Lives on the server's event loop."""
+    """Reads the change log once for every open stream. Lives on the server's event loop.
+
+    ``render`` makes a change's event (b"" for a change streams do not show); ``queue_size`` and
+    ``buffer`` count changes, ``keepalive`` and ``write_timeout`` are seconds (see the module
+    docstring); ``stopping`` says when the hub is stopping; ``run`` is where a stream catching up
+    reads the store.
+    """
 
     def __init__(
         self, store: Any, render: Callable[[Change], bytes], *, queue_size: int = 1000, buffer: int = BUFFER, keepalive: float = 15.0,
@@ -133,6 +141,7 @@ class Fanout:
         self._worker = Worker("stream-reader")
 
     def stats(self) -> dict[str, Any]:
+        """Open streams, those on the live batches, streams dropped so far and the last seq read (for ``/health``)."""
         return {"open": len(self._clients), "live": len(self._live), "dropped": self.dropped, "seq": self._hi}
 
     # ---- one stream ------------------------------------------------------------------------
@@ -366,5 +375,6 @@ class EventStream(Response):
         self.init_headers({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:  # type: ignore[override]
+        """ASGI: start the response, then let the fan-out write its body until the stream ends."""
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         await self.fanout.serve(self.since, receive, send, (scope.get("extensions") or {}).get(ABORT))

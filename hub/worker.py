@@ -30,6 +30,9 @@ T = TypeVar("T")
 
 
 class Worker:
+    """A fixed set of ``threads`` daemon threads, started with the first call, that run calls in order of
+    arrival (see the module docstring). ``name`` names the threads."""
+
     def __init__(self, name: str, threads: int = 1) -> None:
         self.name = name
         self.threads = max(1, threads)
@@ -38,6 +41,7 @@ class Worker:
         self._lock = threading.Lock()
 
     def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+        """Queue ``fn(*args, **kwargs)`` for the worker's threads; its future."""
         with self._lock:
             if not self._started:
                 for i in range(self.threads):

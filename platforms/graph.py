@@ -60,7 +60,11 @@ def json_str(value: Any) -> str | None:
 
 
 class MetaGraph:
-    """The Graph API transport for one token on one host (see the module docstring)."""
+    """The Graph API transport for one token on one host (see the module docstring).
+
+    ``version`` is the API version the paths start with ("v21.0"; "" for none), ``now_ms``
+    (epoch ms) dates a rate limit's reset, ``timeout`` (seconds) replaces the client's per request.
+    """
 
     platform: ClassVar[str] = "facebook"  # the clients set theirs
     default_base_url: ClassVar[str] = FACEBOOK_LOGIN

@@ -43,6 +43,7 @@ class Account:
 
     @property
     def id(self) -> str:
+        """The document's id: ``<platform>:<account>``."""
         return account_id(self.platform, self.account)
 
     @classmethod
@@ -64,6 +65,7 @@ class Account:
         self.usage = float(usage) if isinstance(usage, (int, float)) else None
 
     def blocked(self, now: int) -> bool:
+        """Whether a block is still in force at ``now`` (epoch ms)."""
         return self.blocked_until > now
 
     def block(self, until: int, reason: str) -> None:
@@ -91,10 +93,14 @@ class Account:
         return recent[min(over, len(recent)) - 1] + DAY_MS
 
     def saw_usage(self, percent: float) -> None:
+        """Note the rate-limit usage Meta reported, in percent; 0 (none reported) and a change of less than
+        a point are not worth a write."""
         if percent and (self.usage is None or abs(percent - self.usage) >= 1):
             self.usage, self.changed = percent, True
 
     def body(self, now: int) -> dict[str, Any]:
+        """The document to write at ``now``: the stored one's other fields, with the block, the usage and the
+        containers of the last 24 hours."""
         body = {k: v for k, v in (self.doc or {}).items() if not k.startswith("_")}
         body.update(kind=KIND, platform=self.platform, account=self.account,
                     containers=[t for t in self.containers if t > now - DAY_MS], updatedAt=now)

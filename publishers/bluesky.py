@@ -35,7 +35,8 @@ def permalink(handle: str, rkey: str) -> str:
 
 
 class Posts:
-    """One Bluesky account's requests during one run."""
+    """One Bluesky account's requests during one run; ``credential`` is the account's vault id,
+    ``client`` the adapter on its session."""
 
     def __init__(self, run: Run, account: Account, credential: str, client: Bluesky) -> None:
         self.run = run

@@ -48,7 +48,8 @@ RECENT_PAGES = 3
 
 
 class Containers:
-    """One account's Instagram or Threads requests during one run."""
+    """One account's Instagram or Threads requests during one run; ``credential`` is the account's
+    vault id, ``client`` the Graph API client on its token."""
 
     def __init__(self, run: Run, account: Account, credential: str, client: Instagram | Threads) -> None:
         self.run = run
@@ -61,6 +62,7 @@ class Containers:
 
     @property
     def name(self) -> str:
+        """The platform's name for people ("Instagram" or "Threads")."""
         return "Threads" if self.threads else "Instagram"
 
     def advance(self, doc: dict[str, Any]) -> str:

@@ -48,14 +48,17 @@ class Run:
         self.counts: Counter[str] = Counter()
 
     def now(self) -> int:
+        """Epoch milliseconds from the store's clock (``ctx.now``)."""
         return self.ctx.now()
 
     def ms(self, seconds: float) -> int:
+        """``seconds`` (a setting) in whole milliseconds."""
         return int(seconds * 1000)
 
 
 class Step:
-    """One request during one run: its head document and the writes that move it."""
+    """One request during one run: its head document and the writes that move it. ``credential``
+    is the vault id of the account's credential (what a hold names, what a refusal flags)."""
 
     def __init__(self, run: Run, doc: dict[str, Any], account: Account, credential: str) -> None:
         self.run = run
@@ -65,18 +68,23 @@ class Step:
 
     @property
     def db(self) -> Any:
+        """The run's ledger (``ctx.db``, bound to the tick's actor)."""
         return self.run.ctx.db
 
     def now(self) -> int:
+        """Epoch milliseconds from the store's clock."""
         return self.run.now()
 
     @property
     def intent(self) -> dict[str, Any] | None:
+        """The request's pending ``intent`` (see the module docstring), or None."""
         value = self.doc.get("intent")
         return value if isinstance(value, dict) else None
 
     # ---- writes ---------------------------------------------------------------------------
     def body(self, status: str | None, fields: dict[str, Any]) -> dict[str, Any]:
+        """The body that moves the request to ``status`` (None: the same) with ``fields``: without ``held`` and
+        stamped ``updatedAt``; a field that is None is left out."""
         body = {k: v for k, v in self.doc.items() if not k.startswith("_") and k != "held"}
         body.update(fields)
         if status is not None:
@@ -165,6 +173,7 @@ class Step:
         return self.error(exc.reason, **fields)
 
     def retry_later(self, reason: str, **fields: Any) -> str:
+        """Leave the request for the next run with ``reason`` as its ``lastError`` (not an attempt)."""
         self.write(lastError=reason, **fields)
         return "retry-later"
 

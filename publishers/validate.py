@@ -49,6 +49,7 @@ def _images(request: dict[str, Any], problems: list[str]) -> list[dict[str, Any]
 
 
 def is_local(url: str) -> bool:
+    """Whether an image's ``url`` is a path on this machine (anything but an http:// or https:// URL)."""
     return not url.startswith(("https://", "http://"))
 
 

@@ -34,7 +34,8 @@ class Endpoints:
 
 
 class Checks:
-    """The vault's calls, one client per call over ``http``; ``secret`` is a revealed secret."""
+    """The vault's calls, one client per call over ``http``; ``secret`` is a revealed secret.
+    ``now_ms`` (epoch ms) dates a rate limit's reset; the system clock when not given."""
 
     def __init__(self, http: httpx.Client, endpoints: Endpoints | None = None, *, retry: RetryPolicy | None = None,
                  now_ms: Callable[[], int] | None = None) -> None:

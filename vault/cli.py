@@ -19,13 +19,17 @@ from .keys import KeyLoader, init_key, new_key_text
 class RemoteVault(Protocol):
     """The vault endpoints of a hub, as the remote store offers them."""
 
-    def vault_put(self, platform: str, account: str, secret: str | dict[str, Any], verify: bool = False) -> dict[str, Any]: ...
+    def vault_put(self, platform: str, account: str, secret: str | dict[str, Any], verify: bool = False) -> dict[str, Any]:
+        """Store a new version of a credential on the hub (``verify``: check it with the platform now); its metadata."""
 
-    def vault_list(self) -> list[dict[str, Any]]: ...
+    def vault_list(self) -> list[dict[str, Any]]:
+        """Every credential's metadata."""
 
-    def vault_show(self, cred_id: str) -> dict[str, Any]: ...
+    def vault_show(self, cred_id: str) -> dict[str, Any]:
+        """One credential's metadata (never the secret)."""
 
-    def vault_rm(self, cred_id: str) -> None: ...
+    def vault_rm(self, cred_id: str) -> None:
+        """Delete a credential (its history keeps the metadata)."""
 
 
 @click.group("vault")

@@ -69,6 +69,8 @@ CREDENTIALS = Machine(
 
 
 def credential_id(platform: str, account: str) -> str:
+    """``platform:account``, the id of a credential's document; VaultError for an unknown platform or an
+    account that is not valid."""
     if platform not in PLATFORMS:
         raise VaultError(f"unknown platform {platform!r}: use one of {', '.join(PLATFORMS)}")
     if not _ACCOUNT.match(account or ""):
@@ -111,6 +113,7 @@ class Vault:
 
     @property
     def key(self) -> MasterKey:
+        """The master key, loaded on first use (the loader's VaultError, e.g. NoMasterKey, when there is none)."""
         if callable(self._key):
             self._key = self._key()
         return self._key
@@ -147,12 +150,15 @@ class Vault:
         return public(out)
 
     def list(self) -> list[dict[str, Any]]:
+        """Every credential's metadata."""
         return [public(d) for d in self.db.query_all(DB, "kind", "credential")]
 
     def show(self, cred_id: str) -> dict[str, Any]:
+        """One credential's metadata; NotFound when there is none."""
         return public(self._doc(cred_id))
 
     def remove(self, cred_id: str) -> None:
+        """Delete a credential (its history keeps the metadata); NotFound when there is none."""
         doc = self._doc(cred_id)
         self.db.delete(DB, cred_id, if_rev=doc["_rev"])
 
@@ -184,6 +190,8 @@ class Vault:
 
 
 def new_claim(doc: dict[str, Any], lease_ms: int, now_ms: int) -> dict[str, Any]:
+    """The body that claims ``doc`` for one rotation: ``rotating``, a fresh ``claimId``, a lease of ``lease_ms``
+    from ``now_ms`` (epoch ms). It has no ``_rev``: write it with ``if_rev`` set to the document's."""
     body = {k: v for k, v in doc.items() if not k.startswith("_")}
     body.update(status="rotating", claimId=uuid.uuid4().hex, leaseUntil=now_ms + lease_ms)
     return body

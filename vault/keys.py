@@ -29,6 +29,7 @@ class MasterKey:
 
     @property
     def key_id(self) -> str:
+        """12 hex digits of a hash of the key: names it (in ``sealed.keyId``, in messages) without revealing it."""
         return hashlib.sha256(b"skyhub-vault-key-id\0" + self.raw).hexdigest()[:12]
 
     def __repr__(self) -> str:
@@ -36,10 +37,13 @@ class MasterKey:
 
 
 def new_key_text() -> str:
+    """A new random master key: 32 bytes as url-safe base64, the form SKYHUB_VAULT_KEY and key files hold."""
     return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
 
 
 def parse_key(text: str, source: str) -> MasterKey:
+    """The master key ``text`` holds (32 bytes as url-safe base64); ``source`` says where it came from, for
+    messages. VaultError when it is not such a key."""
     try:
         raw = base64.urlsafe_b64decode(text.strip().encode())
     except (ValueError, TypeError):
@@ -50,6 +54,9 @@ def parse_key(text: str, source: str) -> MasterKey:
 
 
 def load_master_key(key_file: str | None = None) -> MasterKey:
+    """The master key from SKYHUB_VAULT_KEY, else a key file (SKYHUB_VAULT_KEY_FILE, else ``key_file``), else
+    the OS keyring. VaultError when the key is malformed or the key file unreadable or readable by others;
+    NoMasterKey when there is none."""
     env = os.environ.get("SKYHUB_VAULT_KEY")
     if env:
         return parse_key(env, "SKYHUB_VAULT_KEY")
@@ -105,13 +112,15 @@ def init_key(key_file: str | None = None) -> str:
 
 class KeyLoader:
     """Loads the master key on first use, so a hub without one still runs its engine; the
-    vault tick and vault writes then fail with the reason and the remedy."""
+    vault tick and vault writes then fail with the reason and the remedy. ``key_file`` is
+    ``vault.key_file``, which SKYHUB_VAULT_KEY and SKYHUB_VAULT_KEY_FILE override."""
 
     def __init__(self, key_file: str = "") -> None:
         self.key_file = key_file
         self._key: MasterKey | None = None
 
     def __call__(self) -> MasterKey:
+        """The master key, loaded on the first call and kept (a failed load raises, and is tried again next call)."""
         if self._key is None:
             self._key = load_master_key(self.key_file or None)
         return self._key

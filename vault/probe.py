@@ -34,7 +34,8 @@ def probe_tick(event: TickEvent, ctx: Context) -> dict[str, bool]:
 
 
 class Prober:
-    """Probes lanes and records each in ``probes``."""
+    """Probes lanes and records each in ``probes``: ``lanes`` maps a lane's name to its URL, ``db`` is
+    bound to ``tick:probe``, ``timeout`` is in seconds per request."""
 
     def __init__(self, db: Ledger, lanes: dict[str, str], client: httpx.Client, timeout: float = 5.0) -> None:
         self.db = db  # bound to tick:probe
@@ -43,9 +44,12 @@ class Prober:
         self.timeout = timeout
 
     def run(self) -> dict[str, bool]:
+        """Probe every lane once: whether each is reachable, by lane name."""
         return {lane: self.probe(lane, url) for lane, url in self.lanes.items()}
 
     def probe(self, lane: str, url: str) -> bool:
+        """Request ``url`` once and record the result as ``probes/<lane>``; whether it answered below 500.
+        A write that loses a race with another prober is dropped."""
         import httpx
 
         started = time.perf_counter()

@@ -54,7 +54,8 @@ class _Spent(Exception):
 
 
 class Maintainer:
-    """The vault tick's work on each credential (see the module docstring)."""
+    """The vault tick's work on each credential (see the module docstring). ``db`` is bound to
+    ``tick:vault``; ``key`` and ``checks`` may be given as functions that make them on first use."""
 
     def __init__(self, db: Ledger, key: Any, checks: Checks | Callable[[], Checks], policy: Policy | None = None) -> None:
         self.db = db  # bound to tick:vault
@@ -71,6 +72,7 @@ class Maintainer:
 
     @property
     def key(self) -> MasterKey:
+        """The master key, loaded on first use."""
         if callable(self._key):
             self._key = self._key()
         return self._key  # type: ignore[no-any-return]
@@ -83,6 +85,7 @@ class Maintainer:
         return cls(ctx.db, lambda: vault.key, lambda: checks_for(ctx), policy_for(ctx.settings))
 
     def now(self) -> int:
+        """Epoch milliseconds from the store's clock."""
         return self.db.now()
 
     def run(self) -> dict[str, int]:
@@ -95,6 +98,8 @@ class Maintainer:
         return counts
 
     def due(self, doc: dict[str, Any]) -> str | None:
+        """What ``doc`` needs now: "verify" (a fresh paste), "refresh" (a Bluesky session near its expiry or
+        without one, a Meta token old enough), or None."""
         now = self.now()
         status = doc.get("status")
         if status == "unverified":
@@ -112,6 +117,10 @@ class Maintainer:
         return None
 
     def maintain(self, doc: dict[str, Any], key: MasterKey | None = None) -> str | None:
+        """Verify or refresh ``doc`` if it is due, under a lease on it. Returns the outcome ("ok", "unverified",
+        "needs-reauth", "error", "superseded"), or None when nothing was due or another writer holds it.
+        Platform errors are recorded on the document, not raised; a missing master key raises before
+        anything is written."""
         action = self.due(doc)
         if action is None:
             return None

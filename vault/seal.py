@@ -37,6 +37,8 @@ def _aesgcm() -> type[AESGCM]:
 
 
 def seal(key: MasterKey, cred_id: str, version: int, secret: dict[str, Any]) -> dict[str, Any]:
+    """``secret`` sealed as version ``version`` of ``cred_id`` (a credential's ``sealed`` field): AES-256-GCM
+    under a fresh data key, which ``key`` wraps."""
     aad = _aad(cred_id, version)
     AESGCM = _aesgcm()  # noqa: N806 - the class, by its own name
     data_key = AESGCM.generate_key(bit_length=256)
@@ -53,6 +55,8 @@ def seal(key: MasterKey, cred_id: str, version: int, secret: dict[str, Any]) -> 
 
 
 def unseal(key: MasterKey, cred_id: str, version: int, sealed: dict[str, Any]) -> dict[str, Any]:
+    """The secret ``sealed`` holds, opened with ``key``; WrongMasterKey when it was sealed with another key,
+    altered, or moved from another credential or version."""
     from cryptography.exceptions import InvalidTag
 
     AESGCM = _aesgcm()  # noqa: N806 - the class, by its own name

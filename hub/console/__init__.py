@@ -43,7 +43,8 @@ def is_console_path(path: str) -> bool:
 
 
 class Front:
-    """The outermost middleware: the console's paths to the console, the rest to the API."""
+    """The outermost middleware: the console's paths to the console, the rest to the API (``app``,
+    the stack under it). Both are counted for ``/metrics`` by the route templates of their own app."""
 
     def __init__(self, app: Any, *, console: Console, api: FastAPI) -> None:
         web = console_app(console)
@@ -51,6 +52,7 @@ class Front:
         self.console = Measured(web, console.metrics, lambda: web.routes)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        """ASGI: an HTTP request for a console path to the console, anything else to the API."""
         if scope["type"] == "http" and is_console_path(str(scope.get("path", ""))):
             await self.console(scope, receive, send)
         else:

@@ -39,7 +39,8 @@ EVERY = 2.0  # seconds between reads in the background
 
 
 class Activity:
-    """See the module docstring. Thread-safe; ``advance()`` reads what is new."""
+    """See the module docstring. Thread-safe; ``advance()`` reads what is new. ``now`` (epoch ms)
+    is the store's clock unless given."""
 
     def __init__(self, store: Store, rules: Rules, *, now: Callable[[], int] | None = None) -> None:
         self.store = store

@@ -181,7 +181,8 @@ def route_of(routes: Sequence[BaseRoute], scope: Scope) -> str:
 
 
 class Measured:
-    """ASGI wrapper counting each request by route template, method and status."""
+    """ASGI wrapper counting each request by route template, method and status; ``routes`` gives
+    the routes to match, asked for each request."""
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], metrics: Metrics,
                  routes: Callable[[], Sequence[BaseRoute]]) -> None:
@@ -190,6 +191,8 @@ class Measured:
         self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI: pass the request on and count it (500 when it fails before its answer starts); other scopes
+        pass uncounted."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

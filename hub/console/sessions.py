@@ -70,7 +70,8 @@ class Session:
 
 
 class Sessions:
-    """Signing in and out, and the per-request check (see the module docstring)."""
+    """Signing in and out, and the per-request check (see the module docstring). ``lifetime_ms``
+    is how long a session lasts; ``hub_url`` gives the hub's public URL, for the authenticator."""
 
     def __init__(self, store: Store, *, lifetime_ms: int = SESSION_MS, hub_url: Callable[[], str] = lambda: "") -> None:
         self.store = store

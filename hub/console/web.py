@@ -43,7 +43,8 @@ class SignInNeeded(Exception):
 
 
 class Refused(Exception):
-    """A POST that fails the CSRF or origin check, or a form too large to read."""
+    """A POST that fails the CSRF or origin check, or a form too large to read: ``status`` is the
+    HTTP status to answer with, ``reason`` the sentence shown."""
 
     def __init__(self, status: int, reason: str) -> None:
         super().__init__(reason)
