@@ -266,9 +266,9 @@ def create_api(app: App) -> FastAPI:
         first = exc.errors()[0] if exc.errors() else {}
         if first.get("type") == "json_invalid":
             at = first.get("loc", ("body", "?"))[-1]
-            return _error("invalid", f"the body is not valid JSON ({first.get('ctx', {}).get('error', 'decode error')} at {at})", 422)
+            return _refusal(Unprocessable(f"the body is not valid JSON ({first.get('ctx', {}).get('error', 'decode error')} at {at})"))
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
-        return _error("invalid", f"{where}: {first.get('msg', 'is not valid')}", 422)
+        return _refusal(Unprocessable(f"{where}: {first.get('msg', 'is not valid')}"))
 
     @api.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -50,6 +50,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 class Unprocessable(Invalid):
     """The body or a parameter cannot be read as the endpoint declares it (not UTF-8, not JSON, wrong shape)."""
 
+    code = "unprocessable"
     status = 422
 
 

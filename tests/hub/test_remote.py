@@ -53,7 +53,7 @@ def test_retries_are_bounded_and_end_in_a_clear_error():
 
 @pytest.mark.parametrize("status,code,cls", [
     (400, "invalid", Invalid), (401, "unauthorized", Unauthorized), (403, "forbidden", Forbidden), (404, "not_found", NotFound),
-    (408, "timeout", RequestTimeout), (409, "conflict", Conflict), (413, "too_large", TooLarge), (422, "invalid", Invalid),
+    (408, "timeout", RequestTimeout), (409, "conflict", Conflict), (413, "too_large", TooLarge), (422, "unprocessable", Invalid),
     (418, "teapot", LedgerError),
 ])
 def test_4xx_is_tried_exactly_once_and_keeps_its_meaning(status, code, cls):
