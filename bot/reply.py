@@ -16,12 +16,12 @@ from typing import Any
 
 import httpx
 
-from ledger import Conflict, Context, Forbidden, Ledger, TickEvent
+from ledger import Conflict, Context, Forbidden, Ledger, LedgerError, TickEvent
 from platforms import AuthFailure, PlatformError, RateLimited
 from platforms.bluesky import Bluesky, new_rkey
 
 from .machine import DB
-from .session import bluesky
+from .session import bluesky, credential
 
 log = logging.getLogger(__name__)
 MAX_TRIES = 3
@@ -49,7 +49,14 @@ def permalink(uri: str) -> str:
 def reply(event: TickEvent, ctx: Context) -> dict[str, int]:
     """The ``reply`` tick: answer every built mention whose page is up, once."""
     s = ctx.settings
-    return Replier(ctx.db, s.reply_template, pages=PageCheck(ctx.http, int(s.page_wait * 1000))).run(lambda: bluesky(ctx))
+    cred = credential(ctx)
+    try:
+        version = ctx.vault.usable(cred).get("version")
+    except LedgerError:
+        version = None  # flagged or missing: bluesky(ctx) below says so, when a mention is due
+    replier = Replier(ctx.db, s.reply_template, pages=PageCheck(ctx.http, int(s.page_wait * 1000)),
+                      credential=cred, session_version=version)
+    return replier.run(lambda: bluesky(ctx))
 
 
 class PageCheck:
@@ -80,10 +87,18 @@ class Replier:
     """One pass over built mentions; see the module docstring. ``template`` is the reply's text,
     with ``{url}`` where the page's link goes."""
 
-    def __init__(self, db: Ledger, template: str = "Your build is ready: {url}", *, pages: PageCheck | None = None) -> None:
+    def __init__(self, db: Ledger, template: str = "Your build is ready: {url}", *, pages: PageCheck | None = None,
+                 credential: str = "bluesky", session_version: int | None = None) -> None:
         self.db = db  # bound to tick:reply
         self.template = template
         self.pages = pages or PageCheck(None, 0)
+        self.credential = credential
+        self.session_version = session_version  # the credential's version now: a held reply waits for a newer one
+
+    def _still_held(self, doc: dict[str, Any]) -> bool:
+        """Held after Bluesky refused the session, and the vault has no newer session yet."""
+        held = doc.get("held")
+        return isinstance(held, dict) and held.get("version") == self.session_version
 
     def now(self) -> int:
         """Epoch milliseconds from the store's clock."""
@@ -95,6 +110,10 @@ class Replier:
         built = [d for d in self.db.query_all(DB, "status", "built") if d.get("kind") == "mention"]
         due = [d for d in built if int(d.get("waitUntil") or 0) <= self.now()]
         counts: dict[str, int] = {}
+        held = [d for d in due if self._still_held(d)]
+        if held:
+            counts["held"] = len(held)
+            due = [d for d in due if not self._still_held(d)]
         if not due:
             return counts
         bsky = bluesky()
@@ -146,7 +165,8 @@ class Replier:
             self._update(doc, waitUntil=exc.reset_at or self.now() + 60_000, lastError=exc.reason)
             return "rate-limited"
         except AuthFailure as exc:  # the vault's session was refused: hold (not an attempt) until it has a fresh one
-            self._update(doc, held={"credential": "bluesky", "reason": exc.reason, "since": self.now()})
+            since = (doc.get("held") or {}).get("since") or self.now()
+            self._update(doc, held={"credential": self.credential, "reason": exc.reason, "since": since, "version": self.session_version})
             return "held"
         except PlatformError as exc:
             tries = int(doc.get("replyTries") or 0) + 1

@@ -487,3 +487,30 @@ def test_caps_count_across_passes_and_days(env):
     later = [mention(100 + i, age_ms=60_000 - 86_400_000) for i in range(1)]
     serve(later)
     assert ingester(env, per_author_daily=3).run() == {"pending-build": 1}
+
+
+@respx.mock
+def test_a_refused_session_holds_the_reply_until_the_vault_has_a_new_one(env):
+    from bot.reply import reply
+
+    job = built(env)
+    _, create, records = reply_routes(env, job)
+    respx.get("https://me.github.io/builds/x/").mock(return_value=httpx.Response(200))
+    create.mock(return_value=httpx.Response(400, json={"error": "ExpiredToken", "message": "Token has expired"}))
+    event, ctx = bot_context(env, "tick:reply")
+    assert reply(event, ctx) == {"held": 1}
+    d = env.store.get("requests", job)
+    assert d["status"] == "built" and d["held"]["credential"] == "bluesky:skybot.test" and "ExpiredToken" in d["held"]["reason"]
+    calls, writes = create.call_count, len(env.store.history("requests", job))
+    assert reply(event, ctx) == {"held": 1}  # the same session: no post is tried again, nothing written
+    assert create.call_count == calls and len(env.store.history("requests", job)) == writes
+    # the vault tick stores a fresh session (a new version of the credential): the reply goes on by itself
+    from vault import Vault
+
+    Vault(Ledger(env.store, "user:ana"), ctx.vault.key).put("bluesky", "skybot.test", {"appPassword": "app-pass-1234", "session": SESSION})
+    head = env.store.get("vault", "bluesky:skybot.test")
+    env.store.put("vault", {**head, "status": "ok"}, actor="admin")  # verified, as the vault tick leaves it
+    create.mock(side_effect=lambda request: httpx.Response(200, json={"uri": f"at://{BOT}/app.bsky.feed.post/{json.loads(request.content)['rkey']}", "cid": "bafyreply"}))
+    assert reply(event, ctx) == {"replied": 1}
+    d = env.store.get("requests", job)
+    assert d["status"] == "replied" and "held" not in d and d["attempts"] == 1
