@@ -122,7 +122,7 @@ class Builder:
                 timeout=self.settings.timeout_s,
             )
         except subprocess.TimeoutExpired as exc:
-            out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            out = "".join(part.decode(errors="replace") if isinstance(part, bytes) else (part or "") for part in (exc.stdout, exc.stderr))
             return None, (out + f"\ncodegen timed out after {self.settings.timeout_s:g} s")[-TAIL:]
         except OSError as exc:
             return None, f"cannot run the codegen command {self.settings.command!r}: {exc.strerror}"

@@ -79,7 +79,8 @@ def kind_of(prompt: str) -> str:
     """The kind of app ``prompt`` asks for: the first of ``KINDS`` with a keyword in it, else "notes"."""
     lowered = prompt.lower()
     for kind, words in KINDS:
-        if any(w in lowered for w in words):
+        # whole words only: "discount" is not a counter, "how to do" is not a to-do list
+        if any(re.search(rf"(?<![a-z]){re.escape(w.strip())}(?![a-z])", lowered) for w in words):
             return kind
     return "notes"
 

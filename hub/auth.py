@@ -218,8 +218,14 @@ def private_key_from_pem(text: str) -> Ed25519PrivateKey:
 
 # ---- key storage on the device -----------------------------------------------------------
 def keyring_username(name: str, hub: str) -> str:
-    """The OS keyring's user name for the key of device ``name`` on ``hub`` (service ``skyhub``)."""
-    return f"device:{name}@{hub.rstrip('/')}"
+    """The OS keyring's user name for the key of device ``name`` on ``hub`` (service ``skyhub``),
+    with the hub's URL in its canonical form, so ``HTTPS://Hub.example.org/`` finds what
+    ``https://hub.example.org`` stored."""
+    try:
+        hub = canonical_hub(hub)
+    except Invalid:
+        hub = hub.rstrip("/")
+    return f"device:{name}@{hub}"
 
 
 def save_key(key: Ed25519PrivateKey, *, name: str, hub: str, key_file: str | None) -> str:
@@ -261,6 +267,8 @@ def load_key(*, name: str, hub: str, key_file: str | None = None, key_env: str |
 
     try:
         pem = keyring.get_password(KEYRING_SERVICE, keyring_username(name, hub))
+        if not pem:  # registered before the URL was written canonically
+            pem = keyring.get_password(KEYRING_SERVICE, f"device:{name}@{hub.rstrip('/')}")
     except KeyringError:
         pem = None
     if not pem:

@@ -122,7 +122,8 @@ class Step:
 
     def error(self, reason: str, **fields: Any) -> str:
         """End in ``error`` with ``reason`` (one sentence a manager can act on)."""
-        self.write("error", **{"intent": None, **fields, "lastError": reason})
+        if not self.write("error", **{"intent": None, **fields, "lastError": reason}):
+            return "moved"  # another process moved it first: this run wrote nothing
         log.warning("publish: %s failed: %s", self.doc["_id"], reason, extra={"db": DB, "id": self.doc["_id"]})
         return "error"
 
@@ -142,7 +143,9 @@ class Step:
 
     def hold(self, reason: str, **fields: Any) -> str:
         """Held until a person pastes a fresh credential (not an attempt)."""
-        held = {"credential": self.credential, "reason": reason, "since": self.now()}
+        held_now = self.doc.get("held")
+        before: dict[str, Any] = held_now if isinstance(held_now, dict) else {}
+        held = {"credential": self.credential, "reason": reason, "since": before.get("since") or self.now()}  # held since the first time
         self.write(lastError=reason, held=held, **fields)
         return "held"
 

@@ -68,7 +68,8 @@ def problems(request: dict[str, Any], *, now_ms: int | None = None, image_hosts:
     for field, pattern in (("account", ACCOUNT), ("slug", SLUG)):
         value = request.get(field)
         if not isinstance(value, str) or not pattern.match(value):
-            out.append(f"{field} must be 1-{100 if field == 'slug' else 128} letters, digits, '.', '_' or '-' (got {value!r})")
+            allowed = "'.', '_' or '-'" if field == "slug" else "'.', '_', ':', '@' or '-'"
+            out.append(f"{field} must be 1-{100 if field == 'slug' else 128} letters, digits, {allowed} (got {value!r})")
     if "caption" in request and "text" in request and request["caption"] != request["text"]:
         out.append("give the post's words once, as caption (or text), not both")
     text = _text(request)

@@ -105,7 +105,7 @@ def public(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 class Vault:
-    """The vault as one actor sees it. ``key`` is loaded on first use (only sealing needs it)."""
+    """The vault as one actor sees it. ``key`` is loaded on first use (sealing and revealing need it; metadata does not)."""
 
     def __init__(self, db: Ledger, key: MasterKey | Callable[[], MasterKey]) -> None:
         self.db = db

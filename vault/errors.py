@@ -22,7 +22,7 @@ class VaultError(LedgerError):
 
 
 class NoMasterKey(VaultError):
-    """No master key is configured, and there is no OS keyring to hold one."""
+    """No master key is configured (no SKYHUB_VAULT_KEY, no key file, nothing in the OS keyring)."""
 
     code = "no_master_key"
     status = 503

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+TICK_RUNS_READ = 200  # every run the store keeps per tick (ledger: TICK_RUNS_KEPT): none is missed between scrapes
 PUBLISH_MACHINE = "requests/publish-request"
 MENTION_MACHINE = "requests/mention"
 REPLY_OUTCOMES = {"replied", "error", "skipped"}
@@ -52,14 +53,25 @@ class _TickRuns:
     def __init__(self) -> None:
         self.seen: dict[str, int] = {}
         self.counts: dict[tuple[str, str], int] = {}
-        self.durations: dict[str, list[float]] = {}
+        # per tick: runs at or under each bucket's bound, then the sum of every duration (a
+        # histogram's running totals: a process that runs for months keeps a few numbers)
+        self.buckets: dict[str, list[int]] = {}
+        self.totals: dict[str, tuple[int, float]] = {}
         self.lock = threading.Lock()
+
+    def _observe(self, name: str, seconds: float) -> None:
+        counts = self.buckets.setdefault(name, [0] * len(BUCKETS))
+        for i, bound in enumerate(BUCKETS):
+            if seconds <= bound:
+                counts[i] += 1
+        n, total = self.totals.get(name, (0, 0.0))
+        self.totals[name] = (n + 1, total + seconds)
 
     def update(self, app: App) -> None:
         """Count the runs of every tick that finished since the last scrape."""
         with self.lock:
             for t in app.ticks:
-                runs = app.store.tick_runs(t.name, limit=20)
+                runs = app.store.tick_runs(t.name, limit=TICK_RUNS_READ)
                 last = self.seen.get(t.name, 0)
                 for r in sorted(runs, key=lambda r: r.scheduled_at):
                     if r.finished_at is None or r.scheduled_at <= last:
@@ -67,7 +79,7 @@ class _TickRuns:
                     last = r.scheduled_at
                     key = (t.name, r.outcome or "unknown")
                     self.counts[key] = self.counts.get(key, 0) + 1
-                    self.durations.setdefault(t.name, []).append(max(0.0, (r.finished_at - r.started_at) / 1000))
+                    self._observe(t.name, max(0.0, (r.finished_at - r.started_at) / 1000))
                 self.seen[t.name] = last
 
 
@@ -78,7 +90,6 @@ class StoreCollector(Collector):
         self.app = app
         self.activity = activity
         self.ticks = _TickRuns()
-        self._histograms: dict[str, list[float]] = {}
 
     def collect(self) -> Iterable[Metric]:
         """Every metric read from the store, as Prometheus families."""
@@ -123,9 +134,10 @@ class StoreCollector(Collector):
         with self.ticks.lock:
             for (name, outcome), n in sorted(self.ticks.counts.items()):
                 runs.add_metric([name, outcome], n)
-            for name, values in sorted(self.ticks.durations.items()):
-                buckets = [(str(b), sum(1 for v in values if v <= b)) for b in BUCKETS] + [("+Inf", len(values))]
-                durations.add_metric([name], buckets, sum(values))
+            for name, counts in sorted(self.ticks.buckets.items()):
+                n, total = self.ticks.totals[name]
+                buckets = [(str(b), c) for b, c in zip(BUCKETS, counts)] + [("+Inf", n)]
+                durations.add_metric([name], buckets, total)
             for name, seen in sorted(self.ticks.seen.items()):
                 if seen:
                     last_run.add_metric([name], seen / 1000)

@@ -38,6 +38,10 @@ SESSION_MS = 12 * 3_600_000
 PRE_MAX_AGE = 3600
 
 
+FORGET_AFTER_MS = 7 * 86_400_000
+FORGET_LOOK = 200
+
+
 def _digest(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()
 
@@ -93,7 +97,23 @@ class Sessions:
             "createdAt": now, "expiresAt": expires, "endedAt": None,
         }, f"session:{_digest(session_id)}", actor="admin", create_only=True)
         log.info("console: %s signed in", principal.actor, extra={"actor": principal.actor})
+        self._forget_old(now)
         return session_id, self._session(principal.actor, principal.credential.split(":", 1)[1], expires, session_id)
+
+    def _forget_old(self, now: int) -> None:
+        """Delete sessions that ended or expired over a week ago (a bounded look at each sign-in,
+        so the ``auth`` database does not grow with every sign-in for good)."""
+        try:
+            page = self.store.query(AUTH_DB, "kind", "session", limit=FORGET_LOOK)
+        except LedgerError:
+            return
+        for doc in page.docs:
+            ended = doc.get("endedAt") or doc.get("expiresAt") or now
+            if isinstance(ended, int) and ended < now - FORGET_AFTER_MS:
+                try:
+                    self.store.delete(AUTH_DB, doc["_id"], actor="admin", if_rev=doc["_rev"])
+                except LedgerError:
+                    pass  # another process forgot it first, or it changed: the next sign-in looks again
 
     def _session(self, actor: str, token_id: str, expires: int, session_id: str) -> Session:
         return Session(actor, actor.partition(":")[2], token_id, expires, csrf_token(session_id), session_id)

@@ -31,7 +31,7 @@ def test_pages_need_a_session_and_a_token_opens_one(hub, console):
     session_id = console.http.cookies["skyhub_session"]
     sessions = hub.admin.query(AUTH_DB, "kind", "session").docs
     assert len(sessions) == 1 and sessions[0]["actor"] == "user:ana"
-    assert session_id not in json.dumps(sessions) and token.split("_")[2] not in json.dumps(sessions)  # only hashes and ids are kept
+    assert session_id not in json.dumps(sessions) and token.split("_", 2)[2] not in json.dumps(sessions)  # only hashes and ids are kept
 
 
 def test_a_post_without_the_csrf_value_or_from_another_site_is_refused_and_writes_nothing(hub, console):
@@ -238,3 +238,29 @@ def test_mention_builds_show_author_text_reason_log_page_and_reply(hub, console)
     assert "daily cap" in console.http.get("/console/mentions?status=skipped").text
     first = console.http.get("/console/mentions").text  # the first state with documents
     assert "<caption>skipped</caption>" in first or "<caption>build-failed</caption>" in first
+
+
+def test_sessions_that_ended_over_a_week_ago_are_forgotten_at_a_sign_in(tmp_path):
+    from hub.app import build_rules
+    from hub.auth import add_user
+    from hub.console.sessions import Sessions
+    from ledger import FakeClock, open_store
+
+    clock = FakeClock()
+    store = open_store(f"sqlite:///{tmp_path}/s.db", build_rules(), clock)
+    try:
+        sessions = Sessions(store)
+        token = add_user(store, "ana")
+        first, session = sessions.sign_in(token)
+        sessions.sign_out(session)
+        kept = [d["_id"] for d in store.query("auth", "kind", "session").docs]
+        assert len(kept) == 1
+        clock.advance(6 * 86_400_000)
+        sessions.sign_in(token)
+        assert kept[0] in [d["_id"] for d in store.query("auth", "kind", "session").docs]  # less than a week: kept
+        clock.advance(2 * 86_400_000)
+        sessions.sign_in(token)
+        left = [d["_id"] for d in store.query("auth", "kind", "session").docs]
+        assert kept[0] not in left and len(left) == 2 and sessions.check(first) is None
+    finally:
+        store.close()
