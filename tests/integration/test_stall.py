@@ -192,3 +192,36 @@ def test_connections_killed_by_the_server_are_replaced(pg_url):
         assert store.get("notes", "n2")["v"] == 2
     finally:
         store.close()
+
+
+def test_a_hub_on_a_stalled_database_says_so_fast_and_recovers(proxied, tmp_path):
+    """The issue's acceptance, through `skyhub run`: /health within 2 s with the reason, writes
+    answered 503 within the statement timeout, traffic again once the database answers."""
+    import httpx
+
+    from tests.hubproc import Hub
+
+    proxy, url = proxied
+    hub = Hub(url, tmp_path, jobs=False, env={"SKYHUB_STORE__STATEMENT_TIMEOUT": f"{STATEMENT_TIMEOUT}s",
+                                              "SKYHUB_STORE__CONNECT_TIMEOUT": "2s"})
+    try:
+        http = httpx.Client(base_url=hub.url, headers={"Authorization": f"Bearer {hub.token('ana')}"}, timeout=30)
+        assert http.put("/v1/db/notes/docs/before", json={"v": 1}).status_code == 200
+        proxy.pause()
+        started = time.monotonic()
+        health = http.get("/health")
+        assert time.monotonic() - started < 2.0 and health.status_code == 503
+        assert health.json()["store"]["ok"] is False and health.json()["store"]["error"]
+        started = time.monotonic()
+        write = http.put("/v1/db/notes/docs/during", json={"v": 2})
+        assert write.status_code == 503 and write.json()["error"] == "backend", write.text
+        assert time.monotonic() - started < STATEMENT_TIMEOUT + 4.0
+        proxy.resume()
+        deadline = time.monotonic() + 30
+        while http.put("/v1/db/notes/docs/after", json={"v": 3}).status_code != 200:
+            assert time.monotonic() < deadline, "the hub did not recover"
+            time.sleep(0.2)
+        assert http.get("/health").json()["store"]["ok"] is True
+        http.close()
+    finally:
+        hub.stop()
