@@ -38,6 +38,7 @@ class ActorPattern:
     name: str | None = None
 
     def matches(self, actor: str) -> bool:
+        """Whether ``actor`` is one this pattern admits."""
         kind, _, name = actor.partition(":")
         return kind == self.kind and (self.name is None or name == self.name)
 
@@ -48,18 +49,22 @@ class ActorPattern:
 
 
 def user(name: str | None = None) -> ActorPattern:
+    """People: ``user:<name>``, or any user."""
     return ActorPattern("user", name)
 
 
 def device(name: str | None = None) -> ActorPattern:
+    """Devices signing requests: ``device:<name>``, or any device."""
     return ActorPattern("device", name)
 
 
 def handler(name: str | None = None) -> ActorPattern:
+    """Feed handlers: ``handler:<name>``, or any handler."""
     return ActorPattern("handler", name)
 
 
 def tick(name: str | None = None) -> ActorPattern:
+    """Scheduled ticks: ``tick:<name>``, or any tick."""
     return ActorPattern("tick", name)
 
 

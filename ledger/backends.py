@@ -26,6 +26,7 @@ def open_store(
     url: str | None = None, rules: Rules | None = None, clock: Clock = SYSTEM, *,
     pool_size: int | None = None, statement_timeout: float | None = None, connect_timeout: float | None = None,
 ) -> SQLStore:
+    """Open the store a database URL names (``sqlite:///PATH``, a bare path, or ``postgresql://...``)."""
     url = url or DEFAULT_URL
     if url.startswith(("postgresql://", "postgres://")):
         from . import postgres

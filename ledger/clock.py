@@ -8,6 +8,7 @@ from typing import Protocol
 
 
 class Clock(Protocol):
+    """Where the engine reads the time; tests pass a FakeClock."""
     def now_ms(self) -> int:
         """Epoch milliseconds."""
 
@@ -16,10 +17,13 @@ class Clock(Protocol):
 
 
 class SystemClock:
+    """The wall clock."""
     def now_ms(self) -> int:
+        """Epoch milliseconds."""
         return time.time_ns() // 1_000_000
 
     def sleep(self, seconds: float) -> None:
+        """Sleep for real."""
         time.sleep(seconds)
 
 
@@ -31,14 +35,17 @@ class FakeClock:
         self._lock = threading.Lock()
 
     def now_ms(self) -> int:
+        """Epoch milliseconds, as last set."""
         with self._lock:
             return self._now
 
     def advance(self, ms: int) -> None:
+        """Move the clock forward by ``ms``."""
         with self._lock:
             self._now += ms
 
     def sleep(self, seconds: float) -> None:
+        """Advance the clock instead of sleeping."""
         self.advance(int(seconds * 1000))
 
 

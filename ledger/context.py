@@ -78,6 +78,7 @@ class Context:
 
     @property
     def actor(self) -> str:
+        """The actor this context writes as (the Ledger's)."""
         return self.db.actor
 
 

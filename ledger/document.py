@@ -34,6 +34,7 @@ Doc = dict[str, Any]
 
 
 def check_db(db: object) -> str:
+    """``db`` if it is a valid database name; Invalid saying what is allowed otherwise."""
     if not isinstance(db, str) or not DB_NAME.match(db):
         raise Invalid(
             f"database name {db!r} is not valid: use 1-64 characters, lowercase letters, "
@@ -43,6 +44,7 @@ def check_db(db: object) -> str:
 
 
 def check_id(doc_id: object) -> str:
+    """``doc_id`` if it is a valid document id; Invalid saying what is allowed otherwise."""
     if not isinstance(doc_id, str) or not doc_id or len(doc_id) > ID_MAX:
         raise Invalid(f"document id {doc_id!r} is not valid: use a non-empty string of at most {ID_MAX} characters")
     if _CONTROL.search(doc_id):
@@ -62,6 +64,7 @@ def check_cursor(after: object) -> str:
 
 
 def check_seq(since: object, what: str = "since") -> int:
+    """``since`` as a change sequence number (a non-negative integer); Invalid otherwise."""
     if not isinstance(since, int) or isinstance(since, bool) or not 0 <= since <= MAX_SEQ:
         raise Invalid(f"{what} must be a sequence number between 0 and {MAX_SEQ}")
     return since
@@ -97,6 +100,7 @@ def _unicode(text: str) -> bool:
 
 
 def check_field(field: object) -> str:
+    """``field`` if it is a valid top-level field name; Invalid otherwise."""
     if not isinstance(field, str) or not FIELD_NAME.match(field):
         raise Invalid(
             f"field {field!r} cannot be queried: use a top-level field name of letters, digits and '_'"
@@ -221,6 +225,7 @@ def _cut(node: Any, levels: int) -> Any:
 
 
 def rev_number(rev: str | None) -> int:
+    """The generation of a revision (``3`` for ``3-ab12...``); 0 for none."""
     if not rev:
         return 0
     head, _, _ = rev.partition("-")
@@ -228,6 +233,7 @@ def rev_number(rev: str | None) -> int:
 
 
 def next_rev(prev: str | None, text: str, deleted: bool = False) -> str:
+    """The revision after ``prev`` for a body ``text``: generation + 1 and a hash of the content."""
     digest = hashlib.blake2b(
         f"{prev or ''}\0{int(deleted)}\0{text}".encode(), digest_size=8
     ).hexdigest()
@@ -235,6 +241,7 @@ def next_rev(prev: str | None, text: str, deleted: bool = False) -> str:
 
 
 def with_meta(body: Doc, doc_id: str, rev: str, deleted: bool = False) -> Doc:
+    """``body`` with ``_id``, ``_rev`` (and ``_deleted`` when deleted) set."""
     out: Doc = {"_id": doc_id, "_rev": rev}
     if deleted:
         out["_deleted"] = True

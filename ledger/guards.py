@@ -13,6 +13,7 @@ Doc = dict[str, Any]
 
 @dataclass(frozen=True)
 class GuardContext:
+    """What a guard may look at besides the two bodies: who writes, when, the attempt limit."""
     actor: str
     now_ms: int
     max_attempts: int
@@ -27,6 +28,7 @@ class Guard:
     check: Callable[[Doc | None, Doc, GuardContext], str | None]
 
     def __call__(self, old: Doc | None, new: Doc, ctx: GuardContext) -> str | None:
+        """None when the transition may happen, else the reason it may not."""
         return self.check(old, new, ctx)
 
     def __str__(self) -> str:
@@ -50,6 +52,7 @@ def _lease(doc: Doc | None) -> int | None:
 
 @guard
 def attempts_left(old: Doc | None, new: Doc, ctx: GuardContext) -> str | None:
+    """The document has attempts left (``attempts`` below the machine's maximum)."""
     used = _attempts(old)
     if used >= ctx.max_attempts:
         return f"no attempts left: {used} of {ctx.max_attempts} used"
@@ -58,6 +61,7 @@ def attempts_left(old: Doc | None, new: Doc, ctx: GuardContext) -> str | None:
 
 @guard
 def attempts_used_up(old: Doc | None, new: Doc, ctx: GuardContext) -> str | None:
+    """The document has used up its attempts."""
     used = _attempts(old)
     if used < ctx.max_attempts:
         return f"attempts are not used up yet: {used} of {ctx.max_attempts} used"
@@ -108,6 +112,7 @@ def renew(old: Doc | None, new: Doc, ctx: GuardContext) -> str | None:
 
 @guard
 def lease_expired(old: Doc | None, new: Doc, ctx: GuardContext) -> str | None:
+    """The old head's lease (``leaseUntil``) has run out, or it had none."""
     lease = _lease(old)
     if lease is not None and lease > ctx.now_ms:
         return f"lease still held for {lease - ctx.now_ms} ms"

@@ -56,9 +56,11 @@ class IndexCatalog:
 
     @property
     def stale(self) -> bool:
+        """Whether another process may have changed the indexes since they were read."""
         return time.monotonic() - self._read_at > CACHE_S
 
     def has(self, db: str, field: str) -> bool:
+        """Whether queries on ``db``'s ``field`` are answered by an index."""
         return field == "status" or (db, field) in self._pairs
 
     def page_sql(self, db: str, field: str) -> str:
@@ -71,12 +73,14 @@ class IndexCatalog:
         return sql
 
     def scan_sql(self, field: str) -> str:
+        """The bounded scan's statement for ``field`` (a field without an index)."""
         sql = self._scan_sql.get(field)
         if sql is None:
             sql = self._scan_sql[field] = scan_query(self.dialect, field)
         return sql
 
     def listing(self, declared: set[tuple[str, str]]) -> list[Index]:
+        """Every index, the built-in status index first, marking those the code declares."""
         out = [BUILTIN]
         for (db, field), entry in sorted(self._pairs.items()):
             origin = "declared" if (db, field) in declared else entry.origin

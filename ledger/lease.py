@@ -141,11 +141,13 @@ class Sweeper:
 
     # ---- the deadline-driven loop --------------------------------------------------
     def start(self) -> None:
+        """Run the sweeper in a daemon thread, woken at the next lease deadline."""
         self._unsubscribe = self.store.subscribe(self._on_commit)
         self._thread = threading.Thread(target=self._run, name="sweep", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop the sweeper's thread, waiting up to ``timeout`` seconds."""
         self._stop.set()
         self._wake.set()
         if self._thread:

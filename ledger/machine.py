@@ -48,6 +48,7 @@ class Edge:
         object.__setattr__(self, "guards", tuple(guards))
 
     def allows(self, actor: str) -> bool:
+        """Whether ``actor`` may take this edge."""
         return any(p.matches(actor) for p in self.by)
 
 
@@ -110,6 +111,7 @@ class Machine:
 
     @property
     def name(self) -> str:
+        """``db/kind``: how messages and diagrams name this machine."""
         return f"{self.db}/{self.kind}"
 
     def _validate(self) -> None:
@@ -143,6 +145,7 @@ class Machine:
             raise InvalidMachine(f"{where}: state(s) {', '.join(unreachable)} cannot be reached from a start state")
 
     def governs(self, doc: Doc | None) -> bool:
+        """Whether ``doc`` is of this machine's kind (or the machine takes any kind)."""
         return doc is not None and doc.get(self.kind_field) == self.kind
 
     def check(self, old: Doc | None, new: Doc | None, actor: str, now_ms: int) -> None:
@@ -209,6 +212,7 @@ class Machine:
         }
 
     def mermaid(self) -> str:
+        """The machine as a Mermaid state diagram (for the README and the console)."""
         lines = ["stateDiagram-v2"]
         for state in self.states:
             if _sid(state) != state:
@@ -250,6 +254,7 @@ class Rules:
             self.declare(m)
 
     def declare(self, machine: Machine) -> Machine:
+        """Add ``machine`` to the rules (one per database and kind); returns it."""
         same = [m for m in self._machines.get(machine.db, []) if m.kind_field == machine.kind_field and m.kind == machine.kind]
         if same:
             raise InvalidMachine(f"machine {machine.name} is declared twice")
@@ -277,15 +282,18 @@ class Rules:
 
     @property
     def machines(self) -> list[Machine]:
+        """Every declared machine, in declaration order."""
         return [m for ms in self._machines.values() for m in ms]
 
     def machine_for(self, db: str, *docs: Doc | None) -> Machine | None:
+        """The machine that governs a write to ``db`` of these documents, if any."""
         for m in self._machines.get(db, ()):
             if any(m.governs(d) for d in docs):
                 return m
         return None
 
     def check(self, db: str, old: Doc | None, new: Doc | None, actor: str, now_ms: int, *, blind: bool) -> None:
+        """Raise Forbidden, naming the rule, unless ``actor`` may write ``new`` over ``old`` in ``db`` now."""
         policy = self._policies.get(db, DbPolicy())
         if blind and old is not None and not any(p.matches(actor) for p in policy.blind):
             raise Forbidden(

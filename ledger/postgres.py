@@ -115,7 +115,8 @@ class PostgresStore(SQLStore):
 
     def _borrow(self, budget: float) -> psycopg.Connection[Any]:
         try:
-            return self._pool.getconn(timeout=budget)
+            conn: psycopg.Connection[Any] = self._pool.getconn(timeout=budget)
+            return conn
         except PoolTimeout as exc:
             why = ""
             if self._last_error and time.monotonic() - self._last_error[0] < 60:

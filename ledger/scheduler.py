@@ -45,17 +45,20 @@ def parse_interval(text: str | float) -> float:
 
 @dataclass(frozen=True)
 class TickEvent:
+    """One run of a tick: which tick, the slot it runs for, and whether a person asked for it."""
     name: str
     scheduled_time: datetime
     manual: bool = False
 
     @property
     def scheduled_ms(self) -> int:
+        """The slot as epoch milliseconds (the tick run's key)."""
         return int(self.scheduled_time.timestamp() * 1000)
 
 
 @dataclass
 class Tick:
+    """A function run every ``every`` (``"30s"``, ``"5m"``, seconds) once across all processes."""
     name: str
     every: str | float
     fn: Callable[[TickEvent, Context], Any]
@@ -68,10 +71,12 @@ class Tick:
 
     @property
     def actor(self) -> str:
+        """The actor its writes are made as: ``tick:<name>``."""
         return f"tick:{self.name}"
 
 
 class Scheduler:
+    """Runs ticks on their epoch-aligned slots; each slot is claimed once across processes."""
     def __init__(
         self, store: Store, ticks: Sequence[Tick], *, clock: Clock = SYSTEM, owner: str | None = None,
         services: Services | None = None,
@@ -84,6 +89,7 @@ class Scheduler:
         self._scheduler: Any = None
 
     def context(self, t: Tick) -> Context:
+        """The context a run of ``t`` gets (its Ledger, clock, settings, services)."""
         return make_context(Ledger(self.store, t.actor), self.clock, t.name, self.services, settings=t.settings)
 
     def scheduled_time(self, t: Tick, now_ms: int | None = None) -> datetime:
@@ -121,6 +127,7 @@ class Scheduler:
         return "ok"
 
     def start(self) -> None:
+        """Start the background scheduler (APScheduler) for every tick."""
         from apscheduler.schedulers.background import BackgroundScheduler
         from apscheduler.triggers.interval import IntervalTrigger
 
@@ -140,10 +147,12 @@ class Scheduler:
             log.warning("tick %s could not run: %s", name, exc.reason)
 
     def stop(self, wait: bool = True) -> None:
+        """Stop the background scheduler; ``wait`` for running ticks to end."""
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=wait)
             self._scheduler = None
 
     @property
     def running(self) -> bool:
+        """Whether the background scheduler is running."""
         return self._scheduler is not None and self._scheduler.running

@@ -34,6 +34,7 @@ class Change:
     at: int  # epoch ms
 
     def as_dict(self) -> Doc:
+        """The change as JSON (the API's and the CLI's form)."""
         return {
             "seq": self.seq, "db": self.db, "id": self.id, "rev": self.rev,
             "deleted": self.deleted, "actor": self.actor, "at": self.at, "doc": self.doc,
@@ -62,6 +63,7 @@ class Index:
     created_at: int | None = None  # epoch ms
 
     def as_dict(self) -> dict[str, Any]:
+        """The index as JSON."""
         return {"db": self.db, "field": self.field, "name": self.name, "origin": self.origin, "createdAt": self.created_at}
 
 
@@ -79,6 +81,8 @@ class Batch:
 
 @dataclass(frozen=True)
 class TickRun:
+    """One run of a tick's slot: who ran it, when, and how it ended."""
+
     tick: str
     scheduled_at: int
     owner: str
@@ -102,6 +106,7 @@ class StatusCount:
     n: int
 
     def as_dict(self) -> dict[str, Any]:
+        """The count as JSON."""
         return {"db": self.db, "kind": self.kind, "status": self.status, "n": self.n}
 
 
@@ -136,61 +141,83 @@ class Documents(Protocol):
     url: str
     clock: Clock
 
-    def get(self, db: str, id: str) -> Doc: ...
+    def get(self, db: str, id: str) -> Doc:
+        """The live document; NotFound if it does not exist or was deleted."""
 
     def put(
         self, db: str, doc: Doc, id: str | None = None, *, actor: str,
         if_rev: str | None = None, create_only: bool = False,
-    ) -> Doc: ...
+    ) -> Doc:
+        """Write ``doc`` as ``actor``; ``if_rev``/``create_only`` make it conditional (Conflict when stale)."""
 
-    def delete(self, db: str, id: str, *, actor: str, if_rev: str | None = None) -> Doc: ...
+    def delete(self, db: str, id: str, *, actor: str, if_rev: str | None = None) -> Doc:
+        """Delete a document (a tombstone revision in its history)."""
 
-    def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page: ...
+    def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:
+        """Documents whose ``field`` equals ``key``, in id order, one page at a time."""
 
-    def history(self, db: str, id: str) -> list[Change]: ...
+    def history(self, db: str, id: str) -> list[Change]:
+        """Every revision of a document, oldest first: who wrote what, when."""
 
-    def changes(self, since: int = 0, limit: int = 100, dbs: Sequence[str] | None = None) -> list[Change]: ...
+    def changes(self, since: int = 0, limit: int = 100, dbs: Sequence[str] | None = None) -> list[Change]:
+        """Committed writes after ``since`` in commit order (of ``dbs`` only, if given)."""
 
-    def head_seq(self) -> int: ...
+    def head_seq(self) -> int:
+        """The change log's last sequence number."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Give back connections and stop background threads."""
 
 
 class Coordination(Protocol):
     """What only a process that owns the database uses: commit wake-ups, the feed's cursors
     and batch leases, tick runs, and once-keys (request nonces)."""
 
-    def subscribe(self, listener: Listener) -> Callable[[], None]: ...
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` after each commit (None: another process committed); returns an unsubscribe function."""
 
-    def feed_claim(self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10) -> Batch | None: ...
+    def feed_claim(self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10) -> Batch | None:
+        """Lease the handler's next batch (or an expired one) to ``owner``; None when there is nothing to do."""
 
-    def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool: ...
+    def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool:
+        """Extend the batch's lease and record its progress; False if the lease was lost."""
 
-    def feed_finish(self, batch: Batch, owner: str) -> bool: ...
+    def feed_finish(self, batch: Batch, owner: str) -> bool:
+        """Release the batch and move the handler's cursor; False if the lease was lost."""
 
-    def feed_position(self, handler: str, dbs: Sequence[str] | None = None) -> FeedPosition: ...
+    def feed_position(self, handler: str, dbs: Sequence[str] | None = None) -> FeedPosition:
+        """Where the handler's cursor is, its batches in flight and the log's head."""
 
-    def claim_tick_run(self, tick: str, scheduled_at: int, owner: str) -> bool: ...
+    def claim_tick_run(self, tick: str, scheduled_at: int, owner: str) -> bool:
+        """Claim one slot of a tick; False if another process has it."""
 
-    def finish_tick_run(self, tick: str, scheduled_at: int, outcome: str, error: str | None = None) -> None: ...
+    def finish_tick_run(self, tick: str, scheduled_at: int, outcome: str, error: str | None = None) -> None:
+        """Record how a tick run ended."""
 
-    def tick_runs(self, tick: str | None = None, limit: int = 20) -> list[TickRun]: ...
+    def tick_runs(self, tick: str | None = None, limit: int = 20) -> list[TickRun]:
+        """The latest tick runs, newest first."""
 
-    def use_once(self, key: str, expires_at: int) -> bool: ...
+    def use_once(self, key: str, expires_at: int) -> bool:
+        """Record ``key`` until ``expires_at``; False if it was already recorded (a replay)."""
 
 
 class Administration(Protocol):
     """What the operator of a local database uses: its health, document counts and field indexes."""
 
-    def ping(self, timeout: float = 1.0) -> float: ...
+    def ping(self, timeout: float = 1.0) -> float:
+        """Seconds the database took to answer one row; BackendError saying why it did not."""
 
-    def counts(self, db: str | None = None) -> list[StatusCount]: ...
+    def counts(self, db: str | None = None) -> list[StatusCount]:
+        """Live documents by database, kind and status."""
 
-    def indexes(self) -> list[Index]: ...
+    def indexes(self) -> list[Index]:
+        """Every field index."""
 
-    def add_index(self, db: str, field: str) -> Index: ...
+    def add_index(self, db: str, field: str) -> Index:
+        """Index a field of a database's documents (idempotent)."""
 
-    def drop_index(self, db: str, field: str) -> None: ...
+    def drop_index(self, db: str, field: str) -> None:
+        """Drop a field index; queries on the field become bounded scans."""
 
 
 class Store(Documents, Coordination, Administration, Protocol):
@@ -209,18 +236,23 @@ class Ledger:
         return self.store.clock.now_ms()
 
     def get(self, db: str, id: str) -> Doc:
+        """The live document (see Documents.get)."""
         return self.store.get(db, id)
 
     def put(self, db: str, doc: Doc, id: str | None = None, *, if_rev: str | None = None, create_only: bool = False) -> Doc:
+        """Write as this ledger's actor."""
         return self.store.put(db, doc, id, actor=self.actor, if_rev=if_rev, create_only=create_only)
 
     def delete(self, db: str, id: str, *, if_rev: str | None = None) -> Doc:
+        """Delete as this ledger's actor."""
         return self.store.delete(db, id, actor=self.actor, if_rev=if_rev)
 
     def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:
+        """One page of a query (see Documents.query)."""
         return self.store.query(db, field, key, limit, after)
 
     def query_all(self, db: str, field: str, key: Any, page_size: int = 200) -> Iterator[Doc]:
+        """Every document of a query, following the pages."""
         after = None
         while True:
             page = self.store.query(db, field, key, page_size, after)
@@ -230,6 +262,7 @@ class Ledger:
             after = page.next
 
     def history(self, db: str, id: str) -> list[Change]:
+        """Every revision of a document, oldest first."""
         return self.store.history(db, id)
 
     def __repr__(self) -> str:

@@ -461,7 +461,7 @@ class _ConsoleStream(Response):
         self.background = None
         self.init_headers({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:  # type: ignore[override]
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         ended = asyncio.Event()
         console, cookie = self.console, self.session.cookie
 
