@@ -372,9 +372,11 @@ def create_api(app: App) -> FastAPI:
     @api.get("/v1/changes", tags=["changes"], response_model=ChangesPage)
     @pooled
     def changes(
-        since: int = Query(0, ge=0, le=MAX_SEQ), limit: int = Query(100, ge=1, le=1000), who: Principal = Depends(principal),
+        since: int = Query(0, ge=0, le=MAX_SEQ), limit: int = Query(100, ge=1, le=1000),
+        db: list[str] | None = Query(None, description="Only these databases (repeat the parameter for several)"),
+        who: Principal = Depends(principal),
     ) -> ChangesPage:
-        batch = store.changes(since, limit)
+        batch = store.changes(since, limit, db or None)
         shown = [item for item in map(visible, batch) if item is not None]
         return ChangesPage(changes=[ChangeOut(**c) for c in shown], last=batch[-1].seq if batch else since)
 

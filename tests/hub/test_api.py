@@ -182,3 +182,15 @@ def test_a_stream_on_one_hub_gets_the_writes_made_through_another_hub_process(hu
         assert got == [f"x{i}" for i in range(5)]
     finally:
         assert other.stop() == 0
+
+
+def test_changes_of_some_databases_fill_the_page_over_the_api_and_the_remote_backend(hub, http):
+    start = hub.client("user:ana").head_seq()
+    for i in range(6):
+        http.put(f"/v1/db/{'apples' if i % 2 else 'pears'}/docs/d{i}", json={"n": i})
+    page = http.get("/v1/changes", params={"since": start, "limit": 2, "db": "apples"}).json()["changes"]
+    assert [(c["db"], c["id"]) for c in page] == [("apples", "d1"), ("apples", "d3")]
+    both = http.get("/v1/changes", params=[("since", start), ("db", "apples"), ("db", "pears")]).json()["changes"]
+    assert len(both) == 6
+    remote = hub.client("user:ana").changes(start, limit=3, dbs=["pears"])
+    assert [c.id for c in remote] == ["d0", "d2", "d4"]
