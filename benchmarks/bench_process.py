@@ -177,17 +177,16 @@ def _tail(path: str) -> str:
         return "(no log)"
 
 
-def import_rss(modules: Sequence[str]) -> dict[str, float]:
-    """RSS (MB) of a bare interpreter after importing each module alone: where an idle hub's
-    memory goes, package by package."""
-    out = {}
-    probe = ("import importlib, sys\nfor m in sys.argv[1].split(','):\n    importlib.import_module(m)\n"
-             "print([l for l in open('/proc/self/status') if l.startswith('VmRSS')][0].split()[1])")
+def import_rss(modules: Sequence[str]) -> list[tuple[str, float]]:
+    """RSS (MB) of one interpreter importing ``modules`` one after another, read after each: what
+    each adds on top of those before it (the order of a hub's start)."""
+    probe = ("import importlib, sys\n"
+             "def rss():\n    return [l for l in open('/proc/self/status') if l.startswith('VmRSS')][0].split()[1]\n"
+             "print('(bare python)', rss())\n"
+             "for m in sys.argv[1].split(','):\n    importlib.import_module(m)\n    print(m, rss())\n")
     with sandbox() as (folder, env):
-        for name in ("", *modules):
-            proc = subprocess.run([sys.executable, "-c", probe, name] if name else
-                                  [sys.executable, "-c", probe.split("\n", 3)[3]], env=env, cwd=folder,
-                                  capture_output=True, text=True, timeout=60)
-            if proc.returncode == 0:
-                out[name or "(bare python)"] = int(proc.stdout.strip()) / 1024
-    return out
+        proc = subprocess.run([sys.executable, "-c", probe, ",".join(modules)], env=env, cwd=folder, capture_output=True,
+                              text=True, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"importing failed: {proc.stderr.strip()[-300:]}")
+    return [(name, int(kb) / 1024) for name, kb in (line.rsplit(" ", 1) for line in proc.stdout.strip().splitlines())]
