@@ -353,13 +353,16 @@ def run_ingest(run: Run) -> None:
             rows.append([n, r["s"], r["per_s"], r["us_per_mention"], r["reads_per_mention"], r["writes_per_mention"],
                          calls.get("app.bsky.notification.listNotifications", 0), calls.get("app.bsky.feed.getPosts", 0),
                          f"pending-build x{r['outcomes'].get('pending-build', 0)}"])
+    done = [run.results[f"ingest.{n}"] for n in a.ingest_sizes if f"ingest.{n}" in run.results]
+    linear = (f"\n   linearity: us/mention at {done[-1]['n']:,} / at {done[0]['n']:,} = "
+              f"{done[-1]['us_per_mention'] / done[0]['us_per_mention']:.2f}" if len(done) > 1 else "")
     say(bc.table(
         "7. The bot's ingest tick: one run over N new mentions (every one becomes pending-build)",
         ["mentions", "seconds", "mentions/s", "us/mention", "store reads/mention", "writes/mention", "list pages",
          "getPosts", "outcome"],
         rows,
         "   the real tick (bot.ingest.ingest from a tick context, the session from the vault, a fake clock); Bluesky\n"
-        "   behind httpx.MockTransport: listNotifications pages of 100, getPosts 25 uris a call. Caps set to N.",
+        "   behind httpx.MockTransport: listNotifications pages of 100, getPosts 25 uris a call. Caps set to N." + linear,
     ))
 
 
