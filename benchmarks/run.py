@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """skyhub benchmarks: commit-to-handler latency, end-to-end jobs/s, recovery after a lease
 expires, each on SQLite and PostgreSQL, and Procrastinate on the same PostgreSQL for
-comparison. Prints aligned plain-text tables; see docs/benchmarks.md.
+comparison; the CLI's start time, an idle hub's memory, and the bot's ingest tick over
+thousands of mentions. Prints aligned plain-text tables; see docs/benchmarks.md.
 
     ./dev bench              # full size (a few minutes)
     ./dev bench --quick      # smoke run (about a minute)
@@ -32,18 +33,30 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_common as bc  # noqa: E402
+import bench_ingest as ing  # noqa: E402
+import bench_process as proc  # noqa: E402
 import bench_procrastinate as pq  # noqa: E402
 import bench_skyhub as sk  # noqa: E402
 
+# commit-to-handler (ms), feed in the writing process: (p50, p99) by backend and by how the writes come
 TARGETS = {
-    "sqlite": {"p50": 1.0, "p99": 5.0},
-    "postgres": {"p50": 1.5, "p99": 5.0},
+    "sqlite": {"back to back": (1.0, 5.0), "spaced": (1.0, 5.0)},
+    "postgres": {"back to back": (0.5, 5.0), "spaced": (0.8, 5.0)},
 }
-SQLITE_JOBS_PER_S = 1000.0
+CROSS_SQLITE = (1.0, 3.0)  # commit-to-handler p50, p99 (ms), SQLite, handler in another process
+SQLITE_JOBS_PER_S = 2500.0
 PG_VS_PROCRASTINATE = 1.5
-RECOVERY_MS = 100.0
+RECOVERY_MS = 50.0
+DB_GET_S, DB_GET_VS_PYTHON = 0.25, 8.0  # `skyhub db get` median wall time, and against bare Python
+HELP_S = 0.2  # `skyhub --help` median wall time
+RSS_MB = {"no bot": 55.0, "bot configured": 80.0}  # idle `skyhub run`
+INGEST_S, INGEST_N, INGEST_LINEAR = 5.0, 10_000, 1.5  # the ingest tick over 10,000 new mentions; time per mention, largest / smallest
+# where an idle hub's memory goes: one interpreter importing these in turn, in the order a hub starts
+IMPORTS = ("click", "hub.cli", "pydantic_settings", "hub.settings", "ledger.sqlite", "vault", "hub.app", "fastapi",
+           "uvicorn", "hub.server", "hub.api", "jinja2", "prometheus_client", "hub.console", "apscheduler.schedulers.background",
+           "keyring", "atproto_client", "bot.ingest", "bot.reply")
 BACKENDS = ("sqlite", "postgres")
-SECTIONS = ("latency", "jobs", "recovery", "procrastinate")
+SECTIONS = ("latency", "jobs", "recovery", "procrastinate", "cli", "rss", "ingest")
 
 
 def fresh(backend: str) -> AbstractContextManager[str]:
@@ -107,17 +120,21 @@ def sizes(args: argparse.Namespace) -> None:
         "pg_jobs": (200, 1500),
         "repeat": (1, 3),
         "recoveries": (5, 20),
+        "cli_runs": (5, 15),
+        "settle": (1.5, 3.0),
+        "ingest_sizes": ("500,1000,2000", "1000,5000,10000"),
     }
     for name, (small, full) in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, small if quick else full)
+    args.ingest_sizes = sorted(int(n) for n in str(args.ingest_sizes).split(",") if n)
 
 
-def lat_row(label: str, mode: str, s: dict[str, Any], ret: dict[str, Any] | None, backend: str) -> list[Any]:
-    t = TARGETS[backend]
+def lat_row(label: str, mode: str, s: dict[str, Any], ret: dict[str, Any] | None, backend: str, how: str) -> list[Any]:
+    p50, p99 = TARGETS[backend][how]
     return [label, mode, s["n"], s["p50"], s["p90"], s["p99"], s["max"],
             ret["p50"] if ret else None, ret["p99"] if ret else None,
-            f"<= {t['p50']:g}", bc.verdict(s["p50"] <= t["p50"]), f"<= {t['p99']:g}", bc.verdict(s["p99"] <= t["p99"])]
+            f"<= {p50:g}", bc.verdict(s["p50"] <= p50), f"<= {p99:g}", bc.verdict(s["p99"] <= p99)]
 
 
 def run_latency(run: Run) -> None:
@@ -127,26 +144,28 @@ def run_latency(run: Run) -> None:
         r = run.measure(f"latency.{backend}", f"{backend}: commit-to-handler latency, feed in-process, back to back",
                         backend, sk.latency_in_process, a.samples, a.warmup)
         if r:
-            rows.append(lat_row(backend, "back to back", r["from_commit"], r["from_return"], backend))
+            rows.append(lat_row(backend, "back to back", r["from_commit"], r["from_return"], backend, "back to back"))
         r = run.measure(f"latency_spaced.{backend}",
                         f"{backend}: commit-to-handler latency, feed in-process, writes {a.gap_ms:g} ms apart",
                         backend, sk.latency_in_process, a.spaced_samples, min(a.warmup, 50), a.gap_ms)
         if r:
-            rows.append(lat_row(backend, f"{a.gap_ms:g} ms apart", r["from_commit"], r["from_return"], backend))
+            rows.append(lat_row(backend, f"{a.gap_ms:g} ms apart", r["from_commit"], r["from_return"], backend, "spaced"))
     for backend in a.backends:
         r = run.measure(f"latency_cross.{backend}", f"{backend}: commit-to-handler latency, feed in another process",
                         backend, sk.latency_cross_process, a.cross_samples, min(a.warmup, 50), a.cross_budget)
         if r:
             c = r["from_return"]
             wake = "data_version poller" if backend == "sqlite" else "LISTEN/NOTIFY"
-            cross_rows.append([f"skyhub {backend}", wake, c["n"], c["p50"], c["p90"], c["p99"], c["max"], c["over_100ms"]])
+            goal = [f"<= {CROSS_SQLITE[0]:g}", bc.verdict(c["p50"] <= CROSS_SQLITE[0]), f"<= {CROSS_SQLITE[1]:g}",
+                    bc.verdict(c["p99"] <= CROSS_SQLITE[1])] if backend == "sqlite" else ["-", "", "-", ""]
+            cross_rows.append([f"skyhub {backend}", wake, c["n"], c["p50"], c["p90"], c["p99"], c["max"], c["over_100ms"], *goal])
     if "procrastinate" in a.sections and "postgres" in a.backends:
         r = run.attempt("procrastinate.latency", "procrastinate: defer-to-start latency, worker in another process",
                         in_procrastinate_db(pq.latency, a.cross_samples, min(a.warmup, 50), a.cross_budget))
         if r:
             c = r["from_return"]
             cross_rows.append(["procrastinate", "LISTEN/NOTIFY (+5 s poll)", c["n"], c["p50"], c["p90"], c["p99"], c["max"],
-                               c["over_100ms"]])
+                               c["over_100ms"], "-", "", "-", ""])
     say(bc.table(
         "1. Commit-to-handler latency (ms): Feed.start() in the writing process, one write at a time",
         ["backend", "writes", "samples", "p50", "p90", "p99", "max", "p50*", "p99*", "target p50", "", "target p99", ""],
@@ -159,7 +178,7 @@ def run_latency(run: Run) -> None:
     say(bc.table(
         "1b. Commit-to-handler latency (ms), handler in another process: skyhub Feed, or a Procrastinate worker "
         "(timed from put()/defer()'s return)",
-        ["system", "wake-up", "samples", "p50", "p90", "p99", "max", "> 100 ms"],
+        ["system", "wake-up", "samples", "p50", "p90", "p99", "max", "> 100 ms", "target p50", "", "target p99", ""],
         cross_rows,
         f"   at most {a.cross_samples} samples or {a.cross_budget:g} s of measuring each, whichever ends first.",
     ))
@@ -266,12 +285,94 @@ def comparison(run: Run) -> None:
     ))
 
 
+def run_cli(run: Run) -> None:
+    a = run.args
+    r = run.attempt("cli", f"CLI start: {a.cli_runs} runs each of `skyhub db get` (local SQLite, missing document), "
+                    "`skyhub --help` and bare Python", proc.cli_start, a.cli_runs)
+    if not r:
+        return
+    rows = []
+    for key, label in (("python", 'python -c "import sqlite3"'), ("db_get", "skyhub db get --db x nope"),
+                       ("help", "skyhub --help")):
+        c = r[key]
+        rows.append([label, c["n"], c["median"], c["p90"], c["min"], c["max"], c.get("ratio")])
+    say(bc.table(
+        "5. CLI start: wall time of one command, in seconds (a new process each time)",
+        ["command", "runs", "median", "p90", "min", "max", "x bare python"],
+        rows,
+        "   after one warm-up run each; a temporary HOME and folder, the database a SQLite file made beforehand\n"
+        "   (SKYHUB_DATABASE_URL); `db get` must exit 5 (not found). x bare python: median / bare Python's median.",
+    ))
+
+
+def run_rss(run: Run) -> None:
+    a = run.args
+    rows = []
+    for key, label, bot, key_set in (("rss.no_bot", "no bot", False, False),
+                                      ("rss.no_bot_key", "no bot, vault key set", False, True),
+                                      ("rss.bot", "bot configured", True, True)):
+        r = run.attempt(key, f"idle hub RSS: skyhub run, {label}, {a.settle:g} s idle after /health", proc.idle_hub, bot,
+                        key_set, a.settle)
+        if r:
+            goal = RSS_MB.get(label)
+            rows.append([label, r["rss_at_health_mb"], r["rss_mb"], r["hwm_mb"], r["up_s"], r["health"], r["exit"],
+                         f"<= {goal:g}" if goal else "-", bc.verdict(r["rss_mb"] <= goal) if goal else ""])
+    say(bc.table(
+        "6. Idle hub memory: `skyhub run` on the SQLite default, MB",
+        ["hub", "RSS at /health", "RSS idle", "peak (HWM)", "up in s", "/health", "exit", "target", ""],
+        rows,
+        "   no bot: the defaults on a machine without a keyring (the vault key is looked for, and missing).\n"
+        "   vault key set: SKYHUB_VAULT_KEY, as a server has it. bot configured: that, and SKYHUB_BOT__HANDLE, the PDS a\n"
+        "   local port where nothing listens. 'exit': after SIGTERM (0 is a clean stop).",
+    ))
+    r = run.attempt("rss.imports", "RSS of one interpreter importing a hub's packages in turn", proc.import_rss, IMPORTS)
+    if r:
+        rows, before = [], None
+        for name, mb in r:
+            rows.append([name, mb, None if before is None else mb - before])
+            before = mb
+        say(bc.table(
+            "6b. Where an idle hub's memory goes: RSS (MB) of one interpreter importing these in turn",
+            ["then import", "RSS", "added"],
+            rows,
+            "   what each adds on top of everything above it; keyring is imported by a hub only when no vault key is set,\n"
+            "   atproto_client and bot.* only when the bot is configured.",
+        ))
+
+
+def run_ingest(run: Run) -> None:
+    a = run.args
+    run.attempt("ingest.warmup", "ingest tick: warm-up (imports atproto, as a hub with the bot does at start)",
+                ing.ingest_tick, 50)
+    rows = []
+    for n in a.ingest_sizes:
+        r = run.attempt(f"ingest.{n}", f"ingest tick over {n} new mentions, fake PDS/AppView, fresh SQLite store",
+                        ing.ingest_tick, n)
+        if r:
+            calls = r["http_calls"]
+            rows.append([n, r["s"], r["per_s"], r["us_per_mention"], r["reads_per_mention"], r["writes_per_mention"],
+                         calls.get("app.bsky.notification.listNotifications", 0), calls.get("app.bsky.feed.getPosts", 0),
+                         f"pending-build x{r['outcomes'].get('pending-build', 0)}"])
+    done = [run.results[f"ingest.{n}"] for n in a.ingest_sizes if f"ingest.{n}" in run.results]
+    linear = (f"\n   linearity: us/mention at {done[-1]['n']:,} / at {done[0]['n']:,} = "
+              f"{done[-1]['us_per_mention'] / done[0]['us_per_mention']:.2f}" if len(done) > 1 else "")
+    say(bc.table(
+        "7. The bot's ingest tick: one run over N new mentions (every one becomes pending-build)",
+        ["mentions", "seconds", "mentions/s", "us/mention", "store reads/mention", "writes/mention", "list pages",
+         "getPosts", "outcome"],
+        rows,
+        "   the real tick (bot.ingest.ingest from a tick context, the session from the vault, a fake clock); Bluesky\n"
+        "   behind httpx.MockTransport: listNotifications pages of 100, getPosts 25 uris a call. Caps set to N." + linear,
+    ))
+
+
 def targets(run: Run) -> None:
     rows: list[list[Any]] = []
 
-    def add(name: str, measured: float | None, limit: float, higher_is_better: bool, unit: str) -> None:
+    def add(name: str, measured: float | None, limit: float, higher_is_better: bool, unit: str,
+            missing: str = "not measured") -> None:
         if measured is None:
-            rows.append([name, None, "not measured", "-", "-"])
+            rows.append([name, None, missing, "-", "-"])
             return
         ok = measured >= limit if higher_is_better else measured <= limit
         if ok:
@@ -283,18 +384,40 @@ def targets(run: Run) -> None:
         rows.append([name, measured, f"{'>=' if higher_is_better else '<='} {limit:g}{unit}", bc.verdict(ok), by])
 
     a = run.args
-    for key, how in (("latency", "back to back"), ("latency_spaced", f"writes {a.gap_ms:g} ms apart")):
-        for backend in BACKENDS:
-            lat = run.get(f"{key}.{backend}", "from_commit")
-            for stat in ("p50", "p99"):
-                add(f"{backend} commit-to-handler {stat}, {how}", lat[stat] if lat else None,
-                    TARGETS[backend][stat], False, " ms")
-    add("sqlite jobs/s, 1 worker process", run.get("jobs_median", "skyhub sqlite.1"), SQLITE_JOBS_PER_S, True, "")
     for workers in (1, 2):
         s = run.get("jobs_median", f"skyhub postgres.{workers}")
         p = run.get("jobs_median", f"procrastinate.{workers}")
         add(f"postgres jobs/s / procrastinate's, {workers} worker(s)", s / p if s and p else None,
             PG_VS_PROCRASTINATE, True, "x")
+    add("sqlite jobs/s, 1 worker process", run.get("jobs_median", "skyhub sqlite.1"), SQLITE_JOBS_PER_S, True, "")
+    for key, how, mode in (("latency", "back to back", "back to back"),
+                           ("latency_spaced", f"writes {a.gap_ms:g} ms apart", "spaced")):
+        for backend in BACKENDS:
+            lat = run.get(f"{key}.{backend}", "from_commit")
+            for stat, limit in zip(("p50", "p99"), TARGETS[backend][mode], strict=True):
+                add(f"{backend} commit-to-handler {stat}, in-process, {how}", lat[stat] if lat else None, limit, False, " ms")
+    cross = run.get("latency_cross.sqlite", "from_return")
+    for stat, limit in zip(("p50", "p99"), CROSS_SQLITE, strict=True):
+        add(f"sqlite commit-to-handler {stat}, handler in another process", cross[stat] if cross else None, limit, False,
+            " ms")
+    get, helped = run.get("cli", "db_get"), run.get("cli", "help")
+    add("`skyhub db get` (local SQLite, missing doc) median", get["median"] if get else None, DB_GET_S, False, " s")
+    add("`skyhub db get` median / bare python's", get["ratio"] if get else None, DB_GET_VS_PYTHON, False, "x")
+    add("`skyhub --help` median", helped["median"] if helped else None, HELP_S, False, " s")
+    for label, goal in RSS_MB.items():
+        r = run.get(f"rss.{'bot' if label == 'bot configured' else 'no_bot'}")
+        add(f"idle hub RSS, {label}", r["rss_mb"] if r else None, goal, False, " MB")
+    sizes = [n for n in a.ingest_sizes if run.get(f"ingest.{n}")]
+    if sizes:
+        big, small = run.results[f"ingest.{sizes[-1]}"], run.results[f"ingest.{sizes[0]}"]
+        limit = INGEST_S * big["n"] / INGEST_N
+        scaled = "" if big["n"] == INGEST_N else f" (target scaled from {INGEST_S:g} s at {INGEST_N:,})"
+        add(f"ingest tick, {big['n']:,} new mentions{scaled}", big["s"], limit, False, " s")
+        add(f"ingest tick linearity: us/mention at {big['n']:,} / at {small['n']:,}",
+            big["us_per_mention"] / small["us_per_mention"] if len(sizes) > 1 else None, INGEST_LINEAR, False, "x")
+    else:
+        add(f"ingest tick, {INGEST_N:,} new mentions", None, INGEST_S, False, " s")
+        add("ingest tick linearity", None, INGEST_LINEAR, False, "x")
     for backend in BACKENDS:
         for where in ("in", "cross"):
             rec = run.get(f"recovery.{backend}.{where}", "commit")
@@ -318,6 +441,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, help="end-to-end runs per configuration, interleaved; median reported (default 3)")
     p.add_argument("--recoveries", type=int, help="lease expiries per recovery measurement (default 20; quick 5)")
     p.add_argument("--lease-ms", type=int, default=200, help="the short lease for the recovery measurement")
+    p.add_argument("--cli-runs", type=int, help="timed runs of each CLI command, after one warm-up (default 15; quick 5)")
+    p.add_argument("--settle", type=float, help="seconds an idle hub is left alone before its RSS is read (default 3)")
+    p.add_argument("--ingest-sizes", help="comma-separated mention counts for the ingest tick (default 1000,5000,10000; "
+                   "quick 500,1000,2000)")
     p.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated: sqlite,postgres")
     p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated: {','.join(SECTIONS)}")
     p.add_argument("--json", metavar="PATH", help="also write every figure as JSON to PATH")
@@ -352,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     say(f"sizes: latency {args.samples} samples (+{args.warmup} warm-up), {args.spaced_samples} spaced "
         f"{args.gap_ms:g} ms apart, {args.cross_samples} (or {args.cross_budget:g} s) cross-process; "
         f"end-to-end {args.jobs} jobs (SQLite) / {args.pg_jobs} (PostgreSQL) x {args.repeat} runs; "
-        f"{args.recoveries} lease expiries of {args.lease_ms} ms\n")
+        f"{args.recoveries} lease expiries of {args.lease_ms} ms; CLI {args.cli_runs} runs per command; idle hub "
+        f"{args.settle:g} s; ingest {', '.join(f'{n:,}' for n in args.ingest_sizes)} mentions\n")
     try:
         if "latency" in args.sections:
             run_latency(run)
@@ -362,6 +490,12 @@ def main(argv: list[str] | None = None) -> int:
             run_recovery(run)
         if "procrastinate" in args.sections and "postgres" in args.backends:
             comparison(run)
+        if "cli" in args.sections:
+            run_cli(run)
+        if "rss" in args.sections:
+            run_rss(run)
+        if "ingest" in args.sections:
+            run_ingest(run)
         targets(run)
     except KeyboardInterrupt:
         say("interrupted")

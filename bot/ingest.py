@@ -48,6 +48,7 @@ def _day(ms: int) -> str:
 LOOKBACK_SLACK_MS = 10 * 60_000  # beyond max_age: clocks that disagree by a few minutes lose nothing
 PAGE_SIZE = 100  # listNotifications' maximum
 MAX_PAGES = 500  # a bound on one tick's walk (50,000 notifications)
+QUERY_PAGE = 1000  # the store's largest query page
 
 
 def ingest(event: TickEvent, ctx: Context) -> dict[str, int]:
@@ -208,10 +209,7 @@ class Caps:
         """The counters for ``day`` (UTC, ``YYYY-MM-DD``): the queue (``pending-build`` and ``building``, counted up
         to ``max_queue + 1``) and the builds accepted that day, in all and per author."""
         bound = guardrails.max_queue + 1
-        queued = sum(
-            len([d for d in db.query(DB, "status", status, limit=bound).docs if d.get("kind") == "mention"])
-            for status in ("pending-build", "building")
-        )
+        queued = sum(_count_upto(db, status, bound) for status in ("pending-build", "building"))
         by_author: dict[str, int] = {}
         total = 0
         for d in db.query_all(DB, "capDay", day):
@@ -236,6 +234,19 @@ class Caps:
         self.queued += 1
         self.today_total += 1
         self.today_by_author[author] = self.today_by_author.get(author, 0) + 1
+
+
+def _count_upto(db: Ledger, status: str, bound: int) -> int:
+    """How many mentions are in ``status``, counted up to ``bound`` (a page of at most QUERY_PAGE at a time: a
+    query's limit is bounded, and a queue cap may be larger)."""
+    count, after = 0, None
+    while count < bound:
+        page = db.query(DB, "status", status, limit=min(QUERY_PAGE, bound - count), after=after)
+        count += sum(1 for d in page.docs if d.get("kind") == "mention")
+        if page.next is None:
+            break
+        after = page.next
+    return count
 
 
 def _is_post(uri: object) -> bool:

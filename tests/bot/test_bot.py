@@ -212,6 +212,56 @@ def test_global_daily_cap(env):
 
 
 @respx.mock
+def test_a_queue_cap_larger_than_a_query_page_counts_the_queue_page_by_page(env, monkeypatch):
+    import bot.ingest
+
+    serve([mention(i, author=f"did:plc:q{i}") for i in range(3)])
+    assert ingester(env, max_queue=5000).run() == {"pending-build": 3}  # a cap above the store's largest page
+    monkeypatch.setattr(bot.ingest, "QUERY_PAGE", 2)  # the queue of 3 now spans two pages
+    notes = [mention(10 + i, author=f"did:plc:r{i}") for i in range(3)]
+    serve(notes)
+    assert ingester(env, max_queue=4).run() == {"pending-build": 1, "skipped": 2}
+    assert [doc(env, n).get("skipReason") for n in notes] == [None, "queue full", "queue full"]
+
+
+class CountingStore:
+    """The store, counting the calls the tick's ledger makes to it."""
+
+    def __init__(self, store):
+        self.store, self.calls = store, {}
+
+    def __getattr__(self, name):
+        value = getattr(self.store, name)
+        if not callable(value):
+            return value
+
+        def counted(*args, **kwargs):
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return value(*args, **kwargs)
+        return counted
+
+
+@respx.mock
+def test_each_new_mention_costs_the_tick_one_read_and_one_write_however_many_come(env):
+    """Linear in the mentions: the caps are counted once a pass, never per mention."""
+    calls = []
+    for start, n in ((0, 20), (100, 80)):
+        serve([mention(start + i, author=f"did:plc:c{(start + i) % 7}") for i in range(n)])
+        store = CountingStore(env.store)
+        pass_ = Ingester(Ledger(store, "tick:ingest"), Guardrails(per_author_daily=1000, global_daily=1000, max_queue=1000))
+        bsky = env.bsky()
+        try:
+            assert pass_.run(bsky) == {"pending-build": n}
+        finally:
+            bsky.close()
+        calls.append((n, store.calls))
+    (n1, small), (n2, large) = calls
+    assert large["put"] - small["put"] == n2 - n1  # one write per mention (and the checkpoint)
+    assert large["get"] - small["get"] == n2 - n1  # one point read per mention (and the checkpoint)
+    assert large["query"] - small["query"] <= 1  # the caps' queries: a constant number (one more page of today's builds)
+
+
+@respx.mock
 def test_sdk_errors_are_translated(env):
     route = respx.get(f"{PDS}/xrpc/app.bsky.notification.listNotifications")
     route.mock(return_value=httpx.Response(429, headers={"ratelimit-reset": str(NOW // 1000 + 300), "ratelimit-limit": "3000", "ratelimit-remaining": "0"},
