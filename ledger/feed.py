@@ -52,6 +52,10 @@ class Handler:
     backoff: float = 1.0
     group: str | None = None  # cursor key; handlers sharing one split the work between them
     settings: Any = None  # the product's settings section, as ctx.settings
+    # changes written by this handler's own actor are not delivered (the cursor passes them):
+    # for a handler that ignores its own writes, each one saves a claim and a call. Handlers
+    # sharing a group should agree on it (a change one of them skips is skipped for the group).
+    skip_own: bool = False
 
     def __post_init__(self) -> None:
         self.dbs = tuple(check_db(d) for d in self.dbs)
@@ -59,11 +63,17 @@ class Handler:
 
     @property
     def actor(self) -> str:
+        """The actor this handler writes as: ``handler:<name>``."""
         return f"handler:{self.name}"
 
     @property
     def cursor(self) -> str:
+        """The key of the durable cursor: the group, else the name."""
         return self.group or self.name
+
+    def wants(self, change: Change) -> bool:
+        """Whether a commit of ``change`` may give this handler something to do."""
+        return change.db in self.dbs and not (self.skip_own and change.actor == self.actor)
 
 
 def deadletter_machine() -> Machine:
@@ -130,22 +140,24 @@ class Feed:
 
     def _on_commit(self, change: Change | None) -> None:
         for h in self.handlers:
-            if change is None or change.db in h.dbs:
+            if change is None or h.wants(change):
                 self._wakes[h.cursor].set()
 
     def _run(self, h: Handler) -> None:
         wake = self._wakes[h.cursor]
         while not self._stop.is_set():
-            wake.clear()
+            wake.clear()  # before the claim: a commit from now on wakes the wait below
             try:
-                did = self.step(h)
+                more = self._step(h)
             except LedgerError as exc:
                 log.warning("feed %s: %s", h.cursor, exc.reason)
-                did = False
+                more = False
             except Exception:
                 log.exception("feed %s: unexpected failure", h.cursor)
-                did = False
-            if not did:
+                more = False
+            if not more:
+                # nothing, or a short batch: the claim read everything there was, so only a
+                # commit since (or the idle interval, for expired leases) can bring more
                 wake.wait(self.idle_interval)
 
     def drain(self, max_batches: int = 10_000) -> int:
@@ -163,11 +175,17 @@ class Feed:
     # ---- delivery ------------------------------------------------------------------
     def step(self, h: Handler) -> bool:
         """Claim one batch for ``h`` and deliver it. False when there was nothing to do."""
-        batch = self.store.feed_claim(h.cursor, h.dbs, self.owner, self.lease_ms, self.batch_size)
+        return self._step(h) is not None
+
+    def _step(self, h: Handler) -> bool | None:
+        """One batch: None when there was none, else whether more may be waiting at once
+        (a full batch, or a dead consumer's batch taken over)."""
+        skip = h.actor if h.skip_own else None
+        batch = self.store.feed_claim(h.cursor, h.dbs, self.owner, self.lease_ms, self.batch_size, skip_actor=skip)
         if batch is None:
-            return False
+            return None
         self._deliver_batch(h, batch)
-        return True
+        return batch.taken or len(batch.changes) >= self.batch_size
 
     def _deliver_batch(self, h: Handler, batch: Batch) -> None:
         lease_until = self.clock.now_ms() + self.lease_ms

@@ -75,6 +75,7 @@ class Batch:
     changes: list[Change]
     tries: int = 0  # failed deliveries so far of the change at ``pos``
     pos: int = 0
+    taken: bool = False  # a dead consumer's expired batch, taken over
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,9 @@ class Coordination(Protocol):
 
     def subscribe(self, listener: Listener) -> Callable[[], None]: ...
 
-    def feed_claim(self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10) -> Batch | None: ...
+    def feed_claim(
+        self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10, *, skip_actor: str | None = None,
+    ) -> Batch | None: ...
 
     def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool: ...
 
