@@ -33,7 +33,7 @@ from .document import check_db
 from .errors import Conflict, LedgerError
 from .guards import fresh
 from .machine import Edge, Machine
-from .store import Batch, Change, Ledger, Store
+from .store import Batch, Change, Elsewhere, Ledger, Store
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class Handler:
         """The key of the durable cursor: the group, else the name."""
         return self.group or self.name
 
-    def wants(self, change: Change) -> bool:
+    def wants(self, change: Change | Elsewhere) -> bool:
         """Whether a commit of ``change`` may give this handler something to do."""
         return change.db in self.dbs and not (self.skip_own and change.actor == self.actor)
 
@@ -119,7 +119,7 @@ class Feed:
 
     # ---- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
-        self._unsubscribe = self.store.subscribe(self._on_commit)
+        self._unsubscribe = self.store.subscribe(self._on_commit, hints=True)
         for h in self.handlers:
             t = threading.Thread(target=self._run, args=(h,), name=f"feed:{h.cursor}", daemon=True)
             t.start()
@@ -138,7 +138,7 @@ class Feed:
     def running(self) -> bool:
         return any(t.is_alive() for t in self._threads)
 
-    def _on_commit(self, change: Change | None) -> None:
+    def _on_commit(self, change: Change | Elsewhere | None) -> None:
         for h in self.handlers:
             if change is None or h.wants(change):
                 self._wakes[h.cursor].set()

@@ -328,7 +328,7 @@ class PostgresStore(SQLStore):
                     # otherwise hold them until its timeout ends)
                     for note in conn.notifies(timeout=0.5):
                         if note.pid not in self._pids:
-                            self._wake(None)
+                            self._notified(note.payload)
                     if time.monotonic() - checked > self.listen_check:
                         op = self._watchdog.watch(conn, self.statement_timeout)
                         try:
@@ -345,6 +345,14 @@ class PostgresStore(SQLStore):
             finally:
                 if conn is not None:
                     conn.close()
+
+    def _notified(self, payload: str) -> None:
+        """Another process committed: ``"<seq> <db> <actor>"`` (skyhub_write), or just a seq."""
+        parts = payload.split(" ", 2)
+        if len(parts) == 3:
+            self._wake_elsewhere(parts[1], parts[2])
+        else:
+            self._wake(None)
 
     def close(self) -> None:
         self._closed.set()

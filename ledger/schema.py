@@ -284,7 +284,7 @@ POSTGRES_FUNCTIONS = (
         PERFORM pg_advisory_xact_lock(p_lock);
         INSERT INTO changes (db, id, rev, body, deleted, actor, at) VALUES (p_db, p_id, p_rev, p_text, p_deleted, p_actor, p_at)
             RETURNING seq INTO o_seq;
-        PERFORM pg_notify(p_channel, o_seq::text);
+        PERFORM pg_notify(p_channel, o_seq::text || ' ' || p_db || ' ' || p_actor);  -- feeds skip what they would skip
     END $$""",
     """CREATE OR REPLACE FUNCTION skyhub_feed_claim(
         p_handler TEXT, p_dbs TEXT[], p_owner TEXT, p_now BIGINT, p_until BIGINT, p_n INTEGER, p_skip TEXT, p_max INTEGER)

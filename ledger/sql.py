@@ -38,7 +38,7 @@ from .errors import BackendError, Conflict, Invalid, LedgerError, NotFound
 from .indexes import BUILTIN, IndexCatalog
 from .machine import Rules
 from .schema import Dialect, Queries, declared_pairs, drop_index_sql, migrate
-from .store import Batch, Change, Doc, FeedPosition, Index, Listener, Page, StatusCount, TickRun
+from .store import Batch, Change, Doc, Elsewhere, FeedPosition, HintedListener, Index, Listener, Page, StatusCount, TickRun
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class SQLStore:
         self.url = url
         self.rules = rules if rules is not None else Rules()
         self.clock = clock
-        self._listeners: list[Listener] = []
+        self._listeners: list[tuple[Callable[[Any], None], bool]] = []
         self._listeners_lock = threading.Lock()
         self.catalog = IndexCatalog(self.dialect, self.q)
 
@@ -156,23 +156,35 @@ class SQLStore:
         self._read_indexes()
 
     # ---- listeners -----------------------------------------------------------------
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
+    def subscribe(self, listener: Listener | HintedListener, *, hints: bool = False) -> Callable[[], None]:
+        """Call ``listener`` after every commit (see ``Listener``); with ``hints``, a commit by
+        another process comes as an ``Elsewhere`` when the backend can say which (``HintedListener``)."""
+        entry: tuple[Callable[[Any], None], bool] = (listener, hints)
         with self._listeners_lock:
-            self._listeners.append(listener)
+            self._listeners.append(entry)
         self._start_wakeups()
 
         def unsubscribe() -> None:
             with self._listeners_lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
+                if entry in self._listeners:
+                    self._listeners.remove(entry)
 
         return unsubscribe
 
     def _wake(self, change: Change | None) -> None:
-        for listener in list(self._listeners):
+        for listener, _hints in list(self._listeners):
             try:
                 listener(change)
             except Exception:  # a listener must never break a committed write
+                log.exception("commit listener failed")
+
+    def _wake_elsewhere(self, db: str, actor: str) -> None:
+        """Another process committed a write of ``actor`` to ``db``."""
+        hint = Elsewhere(db, actor)
+        for listener, hints in list(self._listeners):
+            try:
+                listener(hint if hints else None)
+            except Exception:
                 log.exception("commit listener failed")
 
     # ---- documents -----------------------------------------------------------------

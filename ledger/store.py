@@ -18,6 +18,17 @@ Doc = dict[str, Any]
 Listener = Callable[["Change | None"], None]
 """Called after a commit: with the change for writes made by this process, ``None`` for a
 wake-up from another process (PostgreSQL NOTIFY, SQLite data_version)."""
+HintedListener = Callable[["Change | Elsewhere | None"], None]
+"""A listener that also takes an ``Elsewhere``: another process's commit, when the backend
+can tell its database and actor (PostgreSQL); ``None`` when it cannot."""
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A commit by another process, known by its database and actor only."""
+
+    db: str
+    actor: str
 
 
 @dataclass(frozen=True)
@@ -161,7 +172,7 @@ class Coordination(Protocol):
     """What only a process that owns the database uses: commit wake-ups, the feed's cursors
     and batch leases, tick runs, and once-keys (request nonces)."""
 
-    def subscribe(self, listener: Listener) -> Callable[[], None]: ...
+    def subscribe(self, listener: Listener | HintedListener, *, hints: bool = False) -> Callable[[], None]: ...
 
     def feed_claim(
         self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10, *, skip_actor: str | None = None,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ledger import FakeClock, Feed, Handler
+from ledger import Elsewhere, FakeClock, Feed, Handler
 from ledger.actor import handler as handlers
 from ledger.actor import user
 from tests.conftest import default_rules
@@ -307,8 +307,8 @@ class CountingStore:
     def __getattr__(self, name):
         return getattr(self._store, name)
 
-    def subscribe(self, listener):
-        return self._store.subscribe(lambda change: listener(change) if change is not None else None)
+    def subscribe(self, listener, **options):
+        return self._store.subscribe(lambda change: listener(change) if change is not None else None, **options)
 
     def feed_claim(self, *args, **kwargs):
         self.claims += 1
@@ -351,3 +351,40 @@ def test_a_commit_during_a_claim_is_not_lost(store):
         assert got.wait(10), "the commit made during the claim did not wake the runner"
     finally:
         feed.stop()
+
+
+# ---- wake-ups from other processes say what committed, where the backend can -------------
+def test_another_processs_commit_wakes_a_hinted_listener_with_its_database_and_actor(make_store, backend_url):
+    here, there = make_store(), make_store()
+    heard = []
+    got = threading.Event()
+
+    def listener(change):
+        heard.append(change)
+        if change is None or isinstance(change, Elsewhere):
+            got.set()
+
+    here.subscribe(listener, hints=True)
+    postgres = backend_url.startswith("postgresql")
+    if postgres:
+        assert got.wait(10)  # LISTEN is in place: its first wake-up ("anything meanwhile") came
+    else:
+        time.sleep(0.2)  # the data_version poller has read its first version
+    got.clear()
+    heard.clear()
+    there.put("notes", {"i": 1}, "n1", actor="user:ana")
+    assert got.wait(10), "the other store's commit did not wake this one"
+    if postgres:
+        assert Elsewhere("notes", "user:ana") in heard  # NOTIFY carries the database and the actor
+
+
+def test_a_skip_own_feed_is_not_woken_by_its_own_actors_commits_elsewhere(store):
+    handler, _seen = collector("echo", skip_own=True)
+    other, _ = collector("other")
+    feed = Feed(store, [handler, other], idle_interval=60.0)
+    feed._on_commit(Elsewhere("notes", "handler:echo"))
+    assert not feed._wakes["echo"].is_set() and feed._wakes["other"].is_set()
+    feed._on_commit(Elsewhere("other-db", "user:ana"))
+    assert not feed._wakes["echo"].is_set()
+    feed._on_commit(Elsewhere("notes", "user:ana"))
+    assert feed._wakes["echo"].is_set()
