@@ -21,13 +21,16 @@ from .document import rev_number
 
 HEADS_KEPT = 4096  # documents remembered per store (the most recently seen)
 BODY_KEPT = 64 * 1024  # larger bodies are read again rather than kept
+TEXT_KEPT = 8 * 1024 * 1024  # characters of bodies kept in all, at most
 
 
 class Heads:
     """A bounded, thread-safe map of (db, id) to the newest (rev, JSON text, deleted) seen."""
 
-    def __init__(self, size: int = HEADS_KEPT) -> None:
+    def __init__(self, size: int = HEADS_KEPT, text: int = TEXT_KEPT) -> None:
         self._size = size
+        self._text = text
+        self._kept = 0  # characters of the bodies kept
         self._lock = threading.Lock()
         self._known: OrderedDict[tuple[str, str], tuple[str, str, bool]] = OrderedDict()
 
@@ -36,21 +39,27 @@ class Heads:
         with self._lock:
             return self._known.get((db, id))
 
-    def seen(self, db: str, id: str, rev: str, text: str, deleted: bool) -> None:
-        """Remember ``rev`` of ``db``/``id`` unless a newer one is known."""
+    def seen(self, db: str, id: str, rev: str, text: str, deleted: bool, *, head: bool = False) -> None:
+        """Remember ``rev`` of ``db``/``id`` unless a newer one is known (``head``: it is the
+        head the database has now, so it replaces whatever is known)."""
         if len(text) > BODY_KEPT:
             return
         key = (db, id)
         with self._lock:
             known = self._known.get(key)
-            if known is not None and rev_number(known[0]) > rev_number(rev):
-                return
+            if known is not None:
+                if not head and rev_number(known[0]) > rev_number(rev):
+                    return
+                self._kept -= len(known[1])
             self._known[key] = (rev, text, deleted)
             self._known.move_to_end(key)
-            if len(self._known) > self._size:
-                self._known.popitem(last=False)
+            self._kept += len(text)
+            while len(self._known) > self._size or self._kept > self._text:
+                self._kept -= len(self._known.popitem(last=False)[1][1])
 
     def forget(self, db: str, id: str) -> None:
         """Drop what is known of ``db``/``id`` (it proved wrong)."""
         with self._lock:
-            self._known.pop((db, id), None)
+            known = self._known.pop((db, id), None)
+            if known is not None:
+                self._kept -= len(known[1])

@@ -210,8 +210,9 @@ class PostgresStore(SQLStore):
             cur.execute(self.q.get, {"db": db, "id": id})
             row = cur.fetchone()
         if row is None:
+            self._heads.forget(db, id)
             return None
-        self._heads.seen(db, id, row[0], row[1], bool(row[2]))
+        self._heads.seen(db, id, row[0], row[1], bool(row[2]), head=True)
         return Head(row[0], decode(row[1]), bool(row[2]))
 
     def _write(
@@ -250,11 +251,11 @@ class PostgresStore(SQLStore):
                 if head_rev is None:
                     self._heads.forget(db, id)
                 else:
-                    self._heads.seen(db, id, head_rev, head_text, bool(head_deleted))
+                    self._heads.seen(db, id, head_rev, head_text, bool(head_deleted), head=True)
                 continue
             if seq == 0:
                 raise Conflict(f"document {id!r} was created in {db!r} by another writer just now")
-            self._heads.seen(db, id, rev, text, deleted)
+            self._heads.seen(db, id, rev, text, deleted, head=True)
             return self._written(db, id, body, rev, deleted, actor, now, int(seq))
         log.info("postgres: %s/%s kept moving under a write; writing under its row lock", db, id, extra={"db": db, "id": id})
         return super()._write(db, id, body, text, actor, if_rev, create_only, deleted)
