@@ -388,3 +388,64 @@ def test_a_skip_own_feed_is_not_woken_by_its_own_actors_commits_elsewhere(store)
     assert not feed._wakes["echo"].is_set()
     feed._on_commit(Elsewhere("notes", "user:ana"))
     assert feed._wakes["echo"].is_set()
+
+
+# ---- a running feed calls handlers on its own thread, and still enforces their time limit ---
+def test_a_running_feeds_handler_past_its_time_limit_is_redelivered_and_the_feed_goes_on(store):
+    calls = []
+    release = threading.Event()
+
+    def slow_once(change, ctx):
+        calls.append((change.doc["i"], ctx.tries))
+        if len(calls) == 1:
+            release.wait(10)  # hangs past the limit the first time
+
+    handler = Handler("slow", ["notes"], slow_once, timeout=0.2, backoff=0.01)
+    put_notes(store, 1)
+    feed = Feed(store, [handler], idle_interval=60.0)
+    feed.start()
+    try:
+        wait_for(lambda: len(calls) >= 2)
+        put_notes(store, 1, start=1)  # the runner that took over goes on with the next change
+        wait_for(lambda: len(calls) >= 3)
+        release.set()  # the abandoned call returns: its thread must do nothing more
+        time.sleep(0.3)
+        assert calls == [(0, 0), (0, 1), (1, 0)]
+        assert sum(t.name == "feed:slow" and t.is_alive() for t in threading.enumerate()) == 1
+        position = store.feed_position("slow")
+        assert position.done == store.head_seq() and position.leases == []
+    finally:
+        release.set()
+        feed.stop()
+    assert not feed.running
+
+
+def test_a_long_handler_call_keeps_its_batch_lease(make_store):
+    stores = [make_store(), make_store()]
+    seen = []
+
+    def slow(change, ctx):
+        seen.append(change.doc["i"])
+        if change.doc["i"] == 0:
+            time.sleep(2.5)  # more than twice the lease
+
+    feeds = [
+        Feed(s, [Handler("long", ["notes"], slow, group="g")], lease_ms=1_000, idle_interval=0.1) for s in stores
+    ]
+    put_notes(stores[0], 3)
+    feeds[0].start()
+    wait_for(lambda: seen)  # the first feed holds the batch
+    feeds[1].start()  # and the second one would take it over if its lease ran out
+    try:
+        wait_for(lambda: stores[0].feed_position("g").done == stores[0].head_seq())
+    finally:
+        for f in feeds:
+            f.stop()
+    assert seen == [0, 1, 2]
+
+
+def wait_for(condition, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)
