@@ -126,6 +126,7 @@ class Feed:
 
     # ---- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
+        """Run every handler on its own thread, woken by commits, until ``stop()``."""
         self._unsubscribe = self.store.subscribe(self._on_commit, hints=True)
         for h in self.handlers:
             self._spawn(h, None)
@@ -141,6 +142,7 @@ class Feed:
         t.start()
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop the runners (each finishes the call it is in) and the watchdog."""
         self._stop.set()
         for event in self._wakes.values():
             event.set()
@@ -172,6 +174,8 @@ class Feed:
                 self._deliver_batch(h, resume.batch, failed=(resume.change.seq, resume.error))
         except _Abandoned:
             return
+        except LedgerError as exc:
+            log.warning("feed %s: %s", h.cursor, exc.reason)
         except Exception:
             log.exception("feed %s: unexpected failure", h.cursor)
         while not self._stop.is_set():

@@ -189,6 +189,7 @@ class SQLStore:
 
     # ---- documents -----------------------------------------------------------------
     def get(self, db: str, id: str) -> Doc:
+        """The head of ``db``/``id`` with ``_id`` and ``_rev``; NotFound if missing or deleted."""
         check_db(db)
         check_id(id)
         with self._op() as cur:
