@@ -11,9 +11,6 @@ Every argument after --patch goes to run.py. Patches (see docs/benchmarks.md, "E
               background thread per store checkpoints (PASSIVE) every 250 ms instead
   poll        SQLite: look for other processes' commits (``PRAGMA data_version``) every
               5 ms instead of every 50 ms
-  skip-own    the feed does not deliver a handler's own writes to it (``AND actor <> ?`` in
-              the claim's change query), so a job costs one delivery instead of three; safe
-              for the reference jobs handler, which ignores its own running/done writes
 
 This is an investigation aid that reaches into engine internals as they are at the time of
 writing; it refuses to run if they have changed. It changes nothing on disk.
@@ -89,34 +86,6 @@ def _poll() -> None:
         original(self, *args, **kwargs)
 
     sqlite.SQLiteStore.__init__ = __init__  # type: ignore[method-assign]
-
-
-@patch("skip-own")
-def _skip_own() -> None:
-    from ledger import sql
-
-    _need(sql.SQLStore, "feed_claim", "_changes_sql")
-    local = threading.local()
-    claim, changes_sql = sql.SQLStore.feed_claim, sql.SQLStore._changes_sql
-
-    def feed_claim(self: Any, handler: str, *args: Any, **kwargs: Any) -> Any:
-        local.skip = f"handler:{handler}"  # the cursor is the handler's name for jobs_handler()
-        try:
-            return claim(self, handler, *args, **kwargs)
-        finally:
-            local.skip = None
-
-    def _changes_sql(self: Any, *args: Any, **kwargs: Any) -> tuple[str, tuple[Any, ...]]:
-        query, params = changes_sql(self, *args, **kwargs)
-        skip = getattr(local, "skip", None)
-        tail = self._q(" ORDER BY seq LIMIT ?")
-        if skip and query.endswith(tail):
-            query = query[: -len(tail)] + self._q(" AND actor <> ?") + tail
-            params = (*params[:-1], skip, params[-1])
-        return query, params
-
-    sql.SQLStore.feed_claim = feed_claim  # type: ignore[method-assign]
-    sql.SQLStore._changes_sql = _changes_sql  # type: ignore[method-assign]
 
 
 def apply(names: str) -> None:

@@ -20,6 +20,7 @@ from .store import (
     Coordination,
     Doc,
     Documents,
+    Elsewhere,
     FeedPosition,
     Index,
     Ledger,
@@ -31,7 +32,7 @@ from .store import (
 
 __all__ = [
     "ADMIN", "ActorPattern", "Administration", "BackendError", "Batch", "Change", "Clock", "Conflict", "Context",
-    "Coordination", "DEADLETTERS", "DEFAULT_URL", "Doc", "Documents", "Edge", "Env", "FakeClock", "Feed", "FeedPosition", "Forbidden",
+    "Coordination", "DEADLETTERS", "DEFAULT_URL", "Doc", "Documents", "Edge", "Elsewhere", "Env", "FakeClock", "Feed", "FeedPosition", "Forbidden",
     "Guard", "GuardContext", "Handler", "Index", "Interval", "Invalid", "InvalidMachine", "Ledger", "LedgerError",
     "Machine", "NotFound", "Page", "Policy", "Product", "Rules", "SYSTEM", "Scheduler", "Secrets", "Section", "Services",
     "StatusCount", "Store",

@@ -52,8 +52,16 @@ def noop(key: str, job: Doc, ctx: Context) -> Any:
     return {"key": key, "pid": os.getpid()}
 
 
-def jobs_handler(work: Work = noop, *, lease_ms: int = 30_000, name: str = "on_change", **options: Any) -> Handler:
-    """The on_change handler for ``jobs``: claim pending jobs, do the work, finish."""
+def jobs_handler(
+    work: Work = noop, *, lease_ms: int = 30_000, name: str = "on_change", skip_own: bool | None = None, **options: Any,
+) -> Handler:
+    """The on_change handler for ``jobs``: claim pending jobs, do the work, finish.
+
+    ``skip_own`` (the feed passes over the handler's own writes): its claim and finish write
+    running and done, which it ignores, so skipping them is safe unless ``work`` itself writes
+    jobs through ``ctx.db`` (a job it creates would never be delivered). It defaults to True
+    for the default work and False for any other; pass True for work that writes no jobs.
+    """
 
     def on_change(change: Change, ctx: Context) -> None:
         doc = change.doc
@@ -69,7 +77,9 @@ def jobs_handler(work: Work = noop, *, lease_ms: int = 30_000, name: str = "on_c
         result = work(f"{held['_id']}:{held['attempts']}", held, ctx)
         finish(ctx.db, "jobs", held, "done", result=result)
 
-    return Handler(name, ["jobs"], on_change, **options)
+    if skip_own is None:
+        skip_own = work is noop
+    return Handler(name, ["jobs"], on_change, skip_own=skip_own, **options)
 
 
 # ---- the product declaration ------------------------------------------------------------

@@ -5,6 +5,11 @@ to the change log and holds it to commit, so sequence numbers are handed out in 
 and a feed reader can never skip past a change that commits late. The lock is held only for
 the append and the commit. LISTEN/NOTIFY wakes the feeds of other processes.
 
+One round trip each: a write, a feed claim, renew and finish are each one statement calling a
+server-side function (``ledger/schema.py``, migration 6) in that statement's own transaction.
+The machine rules run here, before the call, against the head the write expects; the function
+writes only if the head is still there (see ``_write`` and ``ledger/heads.py``).
+
 Fail fast, give back what you take: connections come from a bounded pool and return to it
 after each operation. Each has TCP keepalives, a connect timeout and a statement timeout;
 an operation that outlives its budget (a database that stalls with its sockets open, where
@@ -22,7 +27,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -32,10 +37,13 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from .clock import SYSTEM, Clock
-from .errors import BackendError, Invalid, LedgerError
+from .document import decode
+from .errors import BackendError, Conflict, Invalid, LedgerError
+from .heads import Heads
 from .machine import Rules
 from .schema import POSTGRES, POSTGRES_TEXTS, compile_queries
-from .sql import SQLStore, redact_url
+from .sql import MAX_LIMIT, Head, SQLStore, redact_url
+from .store import Batch, Doc
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +57,20 @@ STATEMENT_TIMEOUT = 5.0  # seconds an operation may take, on the server and on t
 CONNECT_TIMEOUT = 5.0
 RECONNECT_S = 10.0
 LISTEN_CHECK_S = 5.0  # the LISTEN connection, idle, asks for a row this often to notice a stall
+WRITE_TRIES = 5  # a head that moves this often under one write: the write takes the row lock instead
 _LOCK = POSTGRES.compile("SELECT pg_advisory_xact_lock(:lock)")
+_WRITE = POSTGRES.compile(
+    "SELECT o_seq, o_rev, o_body, o_deleted FROM skyhub_write(:db, :id, :expect, :rev, :body, :deleted::smallint, "
+    ":actor, :at::bigint, :channel, :lock::bigint)"
+)
+_CLAIM = POSTGRES.compile(
+    "SELECT * FROM skyhub_feed_claim(:handler, :dbs::text[], :owner, :now::bigint, :until::bigint, :n::integer, "
+    ":skip, :max::integer)"
+)
+_RENEW = POSTGRES.compile(
+    "SELECT skyhub_feed_renew(:handler, :after::bigint, :owner, :until::bigint, :tries::integer, :pos::bigint)"
+)
+_FINISH = POSTGRES.compile("SELECT skyhub_feed_finish(:handler, :after::bigint, :owner)")
 
 
 class PostgresStore(SQLStore):
@@ -73,6 +94,7 @@ class PostgresStore(SQLStore):
         self._last_error: tuple[float, str] | None = None
         self._watchdog = _Watchdog()
         self._listener: threading.Thread | None = None
+        self._heads = Heads()
         try:  # first contact on a connection of its own, so that a failure says why
             psycopg.connect(url, **self._kwargs).close()
         except psycopg.Error as exc:
@@ -180,6 +202,101 @@ class PostgresStore(SQLStore):
         cur.execute(self.q.append_change, args)
         return int(cur.fetchone()[0])
 
+    # ---- one statement per write and per feed operation -----------------------------
+    def _seen(self, db: str, id: str, rev: str, text: str, deleted: bool) -> None:
+        self._heads.seen(db, id, rev, text, deleted)
+
+    def _read_head(self, db: str, id: str) -> Head | None:
+        with self._op() as cur:
+            cur.execute(self.q.get, {"db": db, "id": id})
+            row = cur.fetchone()
+        if row is None:
+            self._heads.forget(db, id)
+            return None
+        self._heads.seen(db, id, row[0], row[1], bool(row[2]), head=True)
+        return Head(row[0], decode(row[1]), bool(row[2]))
+
+    def _write(
+        self, db: str, id: str, body: Doc, text: str, actor: str,
+        if_rev: str | None, create_only: bool, deleted: bool,
+    ) -> Doc:
+        """Check against the head this process knows (or reads), then write in one statement
+        that commits only if the head is still that one; else check again against the head
+        the statement returns. Messages and outcomes are those of the locked write."""
+        now = self.clock.now_ms()
+        known = self._heads.get(db, id)
+        head: Head | None = None
+        sure = False  # whether ``head`` was read from the database (not guessed)
+        if known is not None and (if_rev is None or known[0] == if_rev):
+            head = Head(known[0], decode(known[1]), known[2])
+        elif if_rev is not None:
+            head, sure = self._read_head(db, id), True
+        # else: no revision and nothing known: guess a new document (most such writes make one)
+        for _ in range(WRITE_TRIES):
+            try:
+                rev = self._admit(db, id, head, body, text, actor, if_rev, create_only, deleted, now)
+            except LedgerError:
+                if sure:
+                    raise
+                head, sure = self._read_head(db, id), True
+                continue
+            args = {
+                "db": db, "id": id, "expect": head.rev if head else None, "rev": rev, "body": text,
+                "deleted": int(deleted), "actor": actor, "at": now, "channel": CHANNEL, "lock": APPEND_LOCK,
+            }
+            with self._op() as cur:
+                cur.execute(_WRITE, args)
+                seq, head_rev, head_text, head_deleted = cur.fetchone()
+            if seq is None:  # the head is not the one checked: check against the one there is
+                head, sure = (None if head_rev is None else Head(head_rev, decode(head_text), bool(head_deleted))), True
+                if head_rev is None:
+                    self._heads.forget(db, id)
+                else:
+                    self._heads.seen(db, id, head_rev, head_text, bool(head_deleted), head=True)
+                continue
+            if seq == 0:
+                raise Conflict(f"document {id!r} was created in {db!r} by another writer just now")
+            self._heads.seen(db, id, rev, text, deleted, head=True)
+            return self._written(db, id, body, rev, deleted, actor, now, int(seq))
+        log.info("postgres: %s/%s kept moving under a write; writing under its row lock", db, id, extra={"db": db, "id": id})
+        return super()._write(db, id, body, text, actor, if_rev, create_only, deleted)
+
+    def feed_claim(
+        self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10, *, skip_actor: str | None = None,
+    ) -> Batch | None:
+        """Lease the next batch of ``handler``'s changes in one statement (see ``SQLStore.feed_claim``)."""
+        now = self.clock.now_ms()
+        args = {
+            "handler": handler, "dbs": list(dict.fromkeys(dbs)), "owner": owner, "now": now, "until": now + lease_ms,
+            "n": batch, "skip": skip_actor or "", "max": MAX_LIMIT,
+        }
+        with self._op() as cur:
+            cur.execute(_CLAIM, args)
+            rows = cur.fetchall()
+        if not rows:
+            return None
+        taken, after, upto, tries, pos = rows[0][:5]
+        if taken:
+            log.info("feed: taking over an expired batch", extra={"handler": handler, "after": after, "upto": upto})
+        changes = [self._change(r[5:]) for r in rows if r[5] is not None]
+        return Batch(handler, int(after), int(upto), changes, int(tries), int(pos), taken=bool(taken))
+
+    def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool:
+        """Extend a batch's lease and record its progress, in one statement."""
+        args = {
+            "handler": batch.handler, "after": batch.after, "owner": owner, "until": self.clock.now_ms() + lease_ms,
+            "tries": batch.tries, "pos": batch.pos,
+        }
+        with self._op() as cur:
+            cur.execute(_RENEW, args)
+            return bool(cur.fetchone()[0])
+
+    def feed_finish(self, batch: Batch, owner: str) -> bool:
+        """Drop a finished batch's lease and move the cursor, in one statement."""
+        with self._op() as cur:
+            cur.execute(_FINISH, {"handler": batch.handler, "after": batch.after, "owner": owner})
+            return bool(cur.fetchone()[0])
+
     def _translate(self, exc: psycopg.Error, op: _Op) -> LedgerError:
         reason = _first_line(exc)
         if op.cut:
@@ -213,7 +330,7 @@ class PostgresStore(SQLStore):
                     # otherwise hold them until its timeout ends)
                     for note in conn.notifies(timeout=0.5):
                         if note.pid not in self._pids:
-                            self._wake(None)
+                            self._notified(note.payload)
                     if time.monotonic() - checked > self.listen_check:
                         op = self._watchdog.watch(conn, self.statement_timeout)
                         try:
@@ -230,6 +347,14 @@ class PostgresStore(SQLStore):
             finally:
                 if conn is not None:
                     conn.close()
+
+    def _notified(self, payload: str) -> None:
+        """Another process committed: ``"<seq> <db> <actor>"`` (skyhub_write), or just a seq."""
+        parts = payload.split(" ", 2)
+        if len(parts) == 3:
+            self._wake_elsewhere(parts[1], parts[2])
+        else:
+            self._wake(None)
 
     def close(self) -> None:
         self._closed.set()

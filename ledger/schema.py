@@ -17,7 +17,8 @@ binds ``:name`` natively, psycopg ``%(name)s``); nothing is rewritten per call.
 
 Migrations only append: a database made by any earlier version is brought forward in place.
 Versions 1-3 are the tables as first shipped; 4 makes indexes declared (see ``index_name``);
-5 counts documents by database, kind and status (``doc_counts``, kept by triggers).
+5 counts documents by database, kind and status (``doc_counts``, kept by triggers); 6 gives
+PostgreSQL one server-side function per write and per feed operation (one round trip each).
 """
 
 from __future__ import annotations
@@ -221,6 +222,173 @@ def _count_documents(cur: Any, dialect: Dialect) -> None:
     )
 
 
+
+# ---- one round trip per write and per feed operation (migration 6, PostgreSQL) -------------
+# A write used to be BEGIN, a head read, the insert or update, the append lock, the append and
+# COMMIT: six round trips, and a claim nine. Each is now one statement that calls a function;
+# the transaction is that statement's own. The machine rules still run in Python, before the
+# call, against the head the caller read (or knew): the function writes only if the head is
+# still at that revision, and otherwise returns the head as it is, for the caller to check
+# again (or raise Conflict). Bookkeeping (claim, renew, finish) commits without waiting for the
+# disk, as before: a lost lease or cursor move only means a redelivery.
+_CLAIM_COLUMNS = "c.seq, c.db, c.id, c.rev, c.body, c.deleted, c.actor, c.at"
+_ONE_DB = "c.db = v_one"
+_ANY_DB = "c.db = ANY(p_dbs)"
+
+
+def _claim_rows(where_db: str) -> str:
+    return (
+        "RETURN QUERY SELECT v_taken, v_after, v_upto, v_tries, v_pos, " + _CLAIM_COLUMNS + " FROM changes c WHERE " + where_db
+        + " AND c.seq > v_after AND c.seq <= v_upto AND c.actor <> p_skip ORDER BY c.seq LIMIT v_n;"
+    )
+
+
+def _claim_count(where_db: str) -> str:
+    return (
+        "SELECT COUNT(*), MAX(s.seq) INTO v_count, v_last FROM (SELECT c.seq FROM changes c WHERE " + where_db
+        + " AND c.seq > v_claimed AND c.seq <= COALESCE(v_top, 9223372036854775807) AND c.actor <> p_skip "
+        "ORDER BY c.seq LIMIT p_n) s;"
+    )
+
+
+POSTGRES_FUNCTIONS = (
+    """CREATE OR REPLACE FUNCTION skyhub_write(
+        p_db TEXT, p_id TEXT, p_expect TEXT, p_rev TEXT, p_text TEXT, p_deleted SMALLINT, p_actor TEXT, p_at BIGINT,
+        p_channel TEXT, p_lock BIGINT, OUT o_seq BIGINT, OUT o_rev TEXT, OUT o_body TEXT, OUT o_deleted SMALLINT)
+    LANGUAGE plpgsql AS $$
+    -- o_seq: the new change's seq; NULL when the head is not at p_expect (NULL: no document),
+    -- with the head in o_rev, o_body, o_deleted (all NULL: there is none); 0 when another
+    -- writer created the document meanwhile.
+    DECLARE
+        h_rev TEXT; h_body JSONB; h_deleted SMALLINT;
+    BEGIN
+        SELECT d.rev, d.body, d.deleted INTO h_rev, h_body, h_deleted FROM docs d WHERE d.db = p_db AND d.id = p_id FOR UPDATE;
+        IF FOUND THEN
+            IF p_expect IS NULL OR h_rev <> p_expect THEN
+                o_rev := h_rev; o_body := h_body::text; o_deleted := h_deleted;
+                RETURN;
+            END IF;
+            UPDATE docs SET rev = p_rev, body = p_text::jsonb, deleted = p_deleted WHERE db = p_db AND id = p_id;
+        ELSIF p_expect IS NOT NULL THEN
+            RETURN;
+        ELSE
+            INSERT INTO docs (db, id, rev, body, deleted) VALUES (p_db, p_id, p_rev, p_text::jsonb, p_deleted)
+                ON CONFLICT (db, id) DO NOTHING;
+            IF NOT FOUND THEN
+                o_seq := 0;
+                RETURN;
+            END IF;
+        END IF;
+        -- the append lock, as late as possible and held to commit (the end of this statement):
+        -- seqs are handed out in commit order, so a feed reader never skips a late commit
+        PERFORM pg_advisory_xact_lock(p_lock);
+        INSERT INTO changes (db, id, rev, body, deleted, actor, at) VALUES (p_db, p_id, p_rev, p_text, p_deleted, p_actor, p_at)
+            RETURNING seq INTO o_seq;
+        PERFORM pg_notify(p_channel, o_seq::text || ' ' || p_db || ' ' || p_actor);  -- feeds skip what they would skip
+    END $$""",
+    """CREATE OR REPLACE FUNCTION skyhub_feed_claim(
+        p_handler TEXT, p_dbs TEXT[], p_owner TEXT, p_now BIGINT, p_until BIGINT, p_n INTEGER, p_skip TEXT, p_max INTEGER)
+    RETURNS TABLE (b_taken BOOLEAN, b_after BIGINT, b_upto BIGINT, b_tries INTEGER, b_pos BIGINT, c_seq BIGINT, c_db TEXT, c_id TEXT,
+                   c_rev TEXT, c_body TEXT, c_deleted SMALLINT, c_actor TEXT, c_at BIGINT)
+    LANGUAGE plpgsql AS $$
+    -- A batch's rows, one per change (one row without a change when all were skipped); no
+    -- rows when there is nothing to do. p_skip: the actor whose changes are passed over ('': none).
+    DECLARE
+        v_claimed BIGINT; v_after BIGINT; v_upto BIGINT; v_tries INTEGER; v_pos BIGINT;
+        v_top BIGINT; v_last BIGINT; v_count INTEGER; v_n INTEGER := p_n; v_one TEXT; v_taken BOOLEAN := FALSE;
+    BEGIN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        SELECT f.claimed INTO v_claimed FROM feed_cursors f WHERE f.handler = p_handler FOR UPDATE;
+        IF NOT FOUND THEN
+            INSERT INTO feed_cursors (handler, done, claimed) VALUES (p_handler, 0, 0) ON CONFLICT (handler) DO NOTHING;
+            SELECT f.claimed INTO v_claimed FROM feed_cursors f WHERE f.handler = p_handler FOR UPDATE;
+        END IF;
+        IF cardinality(p_dbs) = 1 THEN
+            v_one := p_dbs[1];  -- "db = v_one" reads changes_by_db; "db = ANY(...)" reads the log from the cursor on
+        END IF;
+        SELECT l.after, l.upto, l.tries, l.pos INTO v_after, v_upto, v_tries, v_pos FROM feed_leases l
+            WHERE l.handler = p_handler AND l.lease_until < p_now ORDER BY l.after LIMIT 1;
+        IF FOUND THEN  -- a dead consumer's batch, taken over as it was
+            UPDATE feed_leases SET owner = p_owner, lease_until = p_until WHERE handler = p_handler AND after = v_after;
+            v_n := p_max;
+            v_taken := TRUE;
+        ELSE
+            v_after := v_claimed; v_tries := 0; v_pos := 0;
+            IF p_skip <> '' THEN
+                -- the visible end of the handler's changes, read first: every change at or
+                -- below it has committed (commit order), so skipped ones up to it can be passed
+                IF v_one IS NOT NULL THEN
+                    SELECT MAX(c.seq) INTO v_top FROM changes c WHERE c.db = v_one AND c.seq > v_claimed;
+                ELSE
+                    SELECT MAX((SELECT MAX(c.seq) FROM changes c WHERE c.db = d.db AND c.seq > v_claimed))
+                        INTO v_top FROM unnest(p_dbs) AS d(db);
+                END IF;
+                IF v_top IS NULL THEN
+                    RETURN;
+                END IF;
+            END IF;
+            IF v_one IS NOT NULL THEN
+                """ + _claim_count(_ONE_DB) + """
+            ELSE
+                """ + _claim_count(_ANY_DB) + """
+            END IF;
+            IF v_count = 0 THEN
+                IF v_top IS NOT NULL THEN  -- only skipped changes: pass them
+                    UPDATE feed_cursors SET claimed = v_top, done = CASE WHEN EXISTS
+                        (SELECT 1 FROM feed_leases l WHERE l.handler = p_handler) THEN done ELSE v_top END
+                        WHERE handler = p_handler;
+                END IF;
+                RETURN;
+            END IF;
+            v_upto := CASE WHEN v_count < p_n AND v_top IS NOT NULL THEN v_top ELSE v_last END;
+            INSERT INTO feed_leases (handler, after, upto, owner, lease_until, tries, pos)
+                VALUES (p_handler, v_claimed, v_upto, p_owner, p_until, 0, 0);
+            UPDATE feed_cursors SET claimed = v_upto WHERE handler = p_handler;
+        END IF;
+        IF v_one IS NOT NULL THEN
+            """ + _claim_rows(_ONE_DB) + """
+        ELSE
+            """ + _claim_rows(_ANY_DB) + """
+        END IF;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT v_taken, v_after, v_upto, v_tries, v_pos, NULL::BIGINT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT,
+                NULL::SMALLINT, NULL::TEXT, NULL::BIGINT;
+        END IF;
+    END $$""",
+    """CREATE OR REPLACE FUNCTION skyhub_feed_renew(
+        p_handler TEXT, p_after BIGINT, p_owner TEXT, p_until BIGINT, p_tries INTEGER, p_pos BIGINT)
+    RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        UPDATE feed_leases SET lease_until = p_until, tries = p_tries, pos = p_pos
+            WHERE handler = p_handler AND after = p_after AND owner = p_owner;
+        RETURN FOUND;
+    END $$""",
+    """CREATE OR REPLACE FUNCTION skyhub_feed_finish(p_handler TEXT, p_after BIGINT, p_owner TEXT)
+    RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+    DECLARE
+        v_claimed BIGINT; v_low BIGINT;
+    BEGIN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        SELECT f.claimed INTO v_claimed FROM feed_cursors f WHERE f.handler = p_handler FOR UPDATE;
+        DELETE FROM feed_leases WHERE handler = p_handler AND after = p_after AND owner = p_owner;
+        IF NOT FOUND THEN
+            RETURN FALSE;
+        END IF;
+        SELECT MIN(l.after) INTO v_low FROM feed_leases l WHERE l.handler = p_handler;
+        UPDATE feed_cursors SET done = COALESCE(v_low, v_claimed) WHERE handler = p_handler;
+        RETURN TRUE;
+    END $$""",
+)
+
+
+def _install_functions(cur: Any, dialect: Dialect) -> None:
+    """PostgreSQL: the write and feed functions (SQLite runs the same steps in Python)."""
+    if dialect.name == "postgres":
+        for statement in POSTGRES_FUNCTIONS:
+            cur.execute(statement, {})
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema version: its statements (with fragments) and any steps that need code."""
@@ -268,6 +436,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             db TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL, stripe INTEGER NOT NULL, n {bigint} NOT NULL,
             PRIMARY KEY (db, kind, status, stripe)){clustered}""",
     ), steps=(_count_documents,)),
+    Migration(6, "PostgreSQL: one round trip per write, feed claim, renew and finish (server-side functions)", (),
+              steps=(_install_functions,)),
 )
 
 
@@ -375,14 +545,15 @@ class Queries:
         "SELECT " + _CHANGE + " FROM changes WHERE seq > :after AND db IN (SELECT value FROM json_each(:dbs)) "
         "ORDER BY seq LIMIT :n"
     )
-    changes_upto: str = "SELECT " + _CHANGE + " FROM changes WHERE seq > :after AND seq <= :upto ORDER BY seq LIMIT :n"
-    changes_of_upto: str = (
-        "SELECT " + _CHANGE + " FROM changes WHERE db = :db AND seq > :after AND seq <= :upto ORDER BY seq LIMIT :n"
+    feed_of: str = (
+        "SELECT " + _CHANGE + " FROM changes WHERE db = :db AND seq > :after AND seq <= :upto AND actor <> :skip "
+        "ORDER BY seq LIMIT :n"
     )
-    changes_in_upto: str = (
-        "SELECT " + _CHANGE + " FROM changes WHERE seq > :after AND seq <= :upto "
+    feed_in: str = (
+        "SELECT " + _CHANGE + " FROM changes WHERE seq > :after AND seq <= :upto AND actor <> :skip "
         "AND db IN (SELECT value FROM json_each(:dbs)) ORDER BY seq LIMIT :n"
     )
+    feed_top_of: str = "SELECT MAX(seq) FROM changes WHERE db = :db AND seq > :after"
     head_seq: str = "SELECT COALESCE(MAX(seq), 0) FROM changes"
     pending_of: str = "SELECT COUNT(*) FROM (SELECT 1 FROM changes WHERE db = :db AND seq > :after LIMIT :n) p"
     scan_window: str = (
@@ -393,6 +564,12 @@ class Queries:
     cursor_get: str = "SELECT done, claimed FROM feed_cursors WHERE handler = :handler"
     cursor_claimed: str = "UPDATE feed_cursors SET claimed = :upto WHERE handler = :handler"
     cursor_done: str = "UPDATE feed_cursors SET done = :done WHERE handler = :handler"
+    # a claim that found only skipped changes passes them: claimed moves, and done too when no
+    # batch is in flight (else the finish of the last one moves it)
+    cursor_pass: str = (
+        "UPDATE feed_cursors SET claimed = :upto, done = CASE WHEN EXISTS "
+        "(SELECT 1 FROM feed_leases WHERE handler = :handler) THEN done ELSE :upto END WHERE handler = :handler"
+    )
     lease_expired: str = (
         "SELECT after, upto, tries, pos FROM feed_leases WHERE handler = :handler AND lease_until < :now ORDER BY after LIMIT 1"
     )
@@ -456,8 +633,9 @@ POSTGRES_TEXTS = {
         "SELECT seq, pg_notify(:channel, seq::text) FROM c"
     ),
     "changes_in": "SELECT " + _CHANGE + " FROM changes WHERE seq > :after AND db = ANY(:dbs) ORDER BY seq LIMIT :n",
-    "changes_in_upto": (
-        "SELECT " + _CHANGE + " FROM changes WHERE seq > :after AND seq <= :upto AND db = ANY(:dbs) ORDER BY seq LIMIT :n"
+    "feed_in": (
+        "SELECT " + _CHANGE + " FROM changes WHERE seq > :after AND seq <= :upto AND actor <> :skip AND db = ANY(:dbs) "
+        "ORDER BY seq LIMIT :n"
     ),
 }
 

@@ -38,7 +38,7 @@ from .errors import BackendError, Conflict, Invalid, LedgerError, NotFound
 from .indexes import BUILTIN, IndexCatalog
 from .machine import Rules
 from .schema import Dialect, Queries, declared_pairs, drop_index_sql, migrate
-from .store import Batch, Change, Doc, FeedPosition, Index, Listener, Page, StatusCount, TickRun
+from .store import Batch, Change, Doc, Elsewhere, FeedPosition, HintedListener, Index, Listener, Page, StatusCount, TickRun
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +46,12 @@ MAX_LIMIT = 1000
 TICK_RUNS_KEPT = 200
 SCAN_ROWS = 10_000  # documents a query on a field without an index examines per page
 PENDING_CAP = 10_000  # feed_position counts a handler's pending changes up to this many
+SEQ_MAX = 2**63 - 1
 
 
 class Head:
+    """A document's head revision as a write sees it."""
+
     __slots__ = ("rev", "body", "deleted")
 
     def __init__(self, rev: str, body: Doc, deleted: bool) -> None:
@@ -66,7 +69,7 @@ class SQLStore:
         self.url = url
         self.rules = rules if rules is not None else Rules()
         self.clock = clock
-        self._listeners: list[Listener] = []
+        self._listeners: list[tuple[Callable[[Any], None], bool]] = []
         self._listeners_lock = threading.Lock()
         self.catalog = IndexCatalog(self.dialect, self.q)
 
@@ -153,27 +156,40 @@ class SQLStore:
         self._read_indexes()
 
     # ---- listeners -----------------------------------------------------------------
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
+    def subscribe(self, listener: Listener | HintedListener, *, hints: bool = False) -> Callable[[], None]:
+        """Call ``listener`` after every commit (see ``Listener``); with ``hints``, a commit by
+        another process comes as an ``Elsewhere`` when the backend can say which (``HintedListener``)."""
+        entry: tuple[Callable[[Any], None], bool] = (listener, hints)
         with self._listeners_lock:
-            self._listeners.append(listener)
+            self._listeners.append(entry)
         self._start_wakeups()
 
         def unsubscribe() -> None:
             with self._listeners_lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
+                if entry in self._listeners:
+                    self._listeners.remove(entry)
 
         return unsubscribe
 
     def _wake(self, change: Change | None) -> None:
-        for listener in list(self._listeners):
+        for listener, _hints in list(self._listeners):
             try:
                 listener(change)
             except Exception:  # a listener must never break a committed write
                 log.exception("commit listener failed")
 
+    def _wake_elsewhere(self, db: str, actor: str) -> None:
+        """Another process committed a write of ``actor`` to ``db``."""
+        hint = Elsewhere(db, actor)
+        for listener, hints in list(self._listeners):
+            try:
+                listener(hint if hints else None)
+            except Exception:
+                log.exception("commit listener failed")
+
     # ---- documents -----------------------------------------------------------------
     def get(self, db: str, id: str) -> Doc:
+        """The head of ``db``/``id`` with ``_id`` and ``_rev``; NotFound if missing or deleted."""
         check_db(db)
         check_id(id)
         with self._op() as cur:
@@ -181,6 +197,7 @@ class SQLStore:
             row = cur.fetchone()
         if row is None:
             raise NotFound(f"no document {id!r} in {db!r}")
+        self._seen(db, id, row[0], row[1], bool(row[2]))
         if row[2]:
             raise NotFound(f"document {id!r} in {db!r} was deleted (rev {row[0]})")
         return with_meta(decode(row[1]), id, row[0])
@@ -225,18 +242,7 @@ class SQLStore:
             cur.execute(self.q.head, key)
             row = cur.fetchone()
             head = Head(row[0], decode(row[1]), bool(row[2])) if row else None
-            live = head is not None and not head.deleted
-            if create_only and live:
-                raise Conflict(f"document {id!r} already exists in {db!r} (rev {head.rev})")  # type: ignore[union-attr]
-            if if_rev is not None and (not live or head.rev != if_rev):  # type: ignore[union-attr]
-                now_at = f"is at {head.rev}" if live else "does not exist"  # type: ignore[union-attr]
-                raise Conflict(f"stale revision: {db}/{id} {now_at}, not {if_rev}; read it again and retry")
-            if deleted and not live:
-                raise NotFound(f"no document {id!r} in {db!r}")
-            old = head.body if live else None  # type: ignore[union-attr]
-            blind = if_rev is None and not create_only
-            self.rules.check(db, old, None if deleted else body, actor, now, blind=blind)
-            rev = next_rev(head.rev if head else None, text, deleted)
+            rev = self._admit(db, id, head, body, text, actor, if_rev, create_only, deleted, now)
             args = {"db": db, "id": id, "rev": rev, "body": text, "deleted": int(deleted)}
             if head is None:
                 cur.execute(self.q.insert_doc, args)
@@ -246,6 +252,28 @@ class SQLStore:
                 cur.execute(self.q.update_doc, args)
             args["actor"], args["at"] = actor, now
             seq = self._append_change(cur, args)
+        return self._written(db, id, body, rev, deleted, actor, now, seq)
+
+    def _admit(
+        self, db: str, id: str, head: Head | None, body: Doc, text: str, actor: str,
+        if_rev: str | None, create_only: bool, deleted: bool, now: int,
+    ) -> str:
+        """Check a write against the head (``if_rev``, ``create_only``, the machine rules); the new revision."""
+        live = head is not None and not head.deleted
+        if create_only and live:
+            raise Conflict(f"document {id!r} already exists in {db!r} (rev {head.rev})")  # type: ignore[union-attr]
+        if if_rev is not None and (not live or head.rev != if_rev):  # type: ignore[union-attr]
+            now_at = f"is at {head.rev}" if live else "does not exist"  # type: ignore[union-attr]
+            raise Conflict(f"stale revision: {db}/{id} {now_at}, not {if_rev}; read it again and retry")
+        if deleted and not live:
+            raise NotFound(f"no document {id!r} in {db!r}")
+        old = head.body if live else None  # type: ignore[union-attr]
+        blind = if_rev is None and not create_only
+        self.rules.check(db, old, None if deleted else body, actor, now, blind=blind)
+        return next_rev(head.rev if head else None, text, deleted)
+
+    def _written(self, db: str, id: str, body: Doc, rev: str, deleted: bool, actor: str, now: int, seq: int) -> Doc:
+        """The document as written; listeners hear of the commit."""
         out = with_meta(body, id, rev, deleted)
         if self._listeners:
             self._wake(Change(seq, db, id, rev, out, deleted, actor, now))
@@ -310,20 +338,20 @@ class SQLStore:
         for db in dbs or ():
             check_db(db)
         with self._op() as cur:
-            self._read_changes(cur, since, None, limit, dbs)
+            self._read_changes(cur, since, limit, dbs)
             rows = cur.fetchall()
         return [self._change(r) for r in rows]
 
-    def _read_changes(self, cur: Any, after: int, upto: int | None, limit: int, dbs: Sequence[str] | None) -> None:
-        args: dict[str, Any] = {"after": after, "upto": upto, "n": limit}
+    def _read_changes(self, cur: Any, after: int, limit: int, dbs: Sequence[str] | None) -> None:
+        args: dict[str, Any] = {"after": after, "n": limit}
         if not dbs:
-            cur.execute(self.q.changes if upto is None else self.q.changes_upto, args)
+            cur.execute(self.q.changes, args)
         elif len(dbs) == 1:
             args["db"] = dbs[0]
-            cur.execute(self.q.changes_of if upto is None else self.q.changes_of_upto, args)
+            cur.execute(self.q.changes_of, args)
         else:
             args["dbs"] = self._db_list(dbs)
-            cur.execute(self.q.changes_in if upto is None else self.q.changes_in_upto, args)
+            cur.execute(self.q.changes_in, args)
 
     def _db_list(self, dbs: Sequence[str]) -> Any:
         """The parameter for ``db IN`` a list (a JSON array for SQLite's json_each)."""
@@ -334,8 +362,12 @@ class SQLStore:
             cur.execute(self.q.head_seq, {})
             return int(cur.fetchone()[0])
 
+    def _seen(self, db: str, id: str, rev: str, text: str, deleted: bool) -> None:
+        """A revision this process read or wrote (a backend may remember it; see ``ledger/heads.py``)."""
+
     def _change(self, row: Sequence[Any]) -> Change:
         seq, db, id, rev, body, deleted, actor, at = row
+        self._seen(db, id, rev, body, bool(deleted))
         return Change(int(seq), db, id, rev, with_meta(decode(body), id, rev, bool(deleted)), bool(deleted), actor, int(at))
 
     def ping(self, timeout: float = 1.0) -> float:
@@ -372,9 +404,16 @@ class SQLStore:
             return [StatusCount(d, k, s, int(n)) for d, k, s, n in cur.fetchall()]
 
     # ---- feed bookkeeping ----------------------------------------------------------
-    def feed_claim(self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10) -> Batch | None:
+    def feed_claim(
+        self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10, *, skip_actor: str | None = None,
+    ) -> Batch | None:
+        """Lease the next batch of ``handler``'s changes (or a dead consumer's expired batch).
+
+        With ``skip_actor``, changes written by that actor are not delivered and the cursor
+        moves past them (a claim that finds only such changes passes them and returns None)."""
         now = self.clock.now_ms()
         h = {"handler": handler}
+        skip = skip_actor or ""
         with self._tx(bookkeeping=True) as cur:
             cur.execute(self.q.cursor_make, h)
             cur.execute(self.q.cursor_lock, h)
@@ -384,18 +423,39 @@ class SQLStore:
             if expired:
                 after, upto, tries, pos = expired
                 cur.execute(self.q.lease_take, {"owner": owner, "until": now + lease_ms, "handler": handler, "after": after})
-                self._read_changes(cur, after, upto, MAX_LIMIT, dbs)
+                self._read_feed(cur, after, upto, MAX_LIMIT, dbs, skip)
                 changes = [self._change(r) for r in cur.fetchall()]
                 log.info("feed: taking over an expired batch", extra={"handler": handler, "after": after, "upto": upto})
-                return Batch(handler, int(after), int(upto), changes, int(tries), int(pos))
-            self._read_changes(cur, claimed, None, batch, dbs)
+                return Batch(handler, int(after), int(upto), changes, int(tries), int(pos), taken=True)
+            top = None
+            if skip:
+                # the end of the handler's changes now: skipped ones up to it can be passed
+                for db in dict.fromkeys(dbs):
+                    cur.execute(self.q.feed_top_of, {"db": db, "after": claimed})
+                    end = cur.fetchone()[0]
+                    if end is not None and (top is None or end > top):
+                        top = int(end)
+                if top is None:
+                    return None
+            self._read_feed(cur, claimed, top, batch, dbs, skip)
             changes = [self._change(r) for r in cur.fetchall()]
             if not changes:
+                if top is not None:
+                    cur.execute(self.q.cursor_pass, {"upto": top, "handler": handler})
                 return None
-            upto = changes[-1].seq
+            upto = top if top is not None and len(changes) < batch else changes[-1].seq
             cur.execute(self.q.lease_make, {"handler": handler, "after": claimed, "upto": upto, "owner": owner, "until": now + lease_ms})
             cur.execute(self.q.cursor_claimed, {"upto": upto, "handler": handler})
             return Batch(handler, int(claimed), upto, changes)
+
+    def _read_feed(self, cur: Any, after: int, upto: int | None, limit: int, dbs: Sequence[str], skip: str) -> None:
+        args: dict[str, Any] = {"after": after, "upto": SEQ_MAX if upto is None else upto, "n": limit, "skip": skip}
+        if len(dbs) == 1:
+            args["db"] = dbs[0]
+            cur.execute(self.q.feed_of, args)
+        else:
+            args["dbs"] = self._db_list(dbs)
+            cur.execute(self.q.feed_in, args)
 
     def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool:
         now = self.clock.now_ms()

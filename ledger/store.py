@@ -18,6 +18,17 @@ Doc = dict[str, Any]
 Listener = Callable[["Change | None"], None]
 """Called after a commit: with the change for writes made by this process, ``None`` for a
 wake-up from another process (PostgreSQL NOTIFY, SQLite data_version)."""
+HintedListener = Callable[["Change | Elsewhere | None"], None]
+"""A listener that also takes an ``Elsewhere``: another process's commit, when the backend
+can tell its database and actor (PostgreSQL); ``None`` when it cannot."""
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A commit by another process, known by its database and actor only."""
+
+    db: str
+    actor: str
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,7 @@ class Batch:
     changes: list[Change]
     tries: int = 0  # failed deliveries so far of the change at ``pos``
     pos: int = 0
+    taken: bool = False  # a dead consumer's expired batch, taken over
 
 
 @dataclass(frozen=True)
@@ -173,11 +185,15 @@ class Coordination(Protocol):
     """What only a process that owns the database uses: commit wake-ups, the feed's cursors
     and batch leases, tick runs, and once-keys (request nonces)."""
 
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener`` after each commit (None: another process committed); returns an unsubscribe function."""
+    def subscribe(self, listener: Listener | HintedListener, *, hints: bool = False) -> Callable[[], None]:
+        """Call ``listener`` after each commit (None, or an ``Elsewhere`` hint with ``hints``: another process
+        committed); returns an unsubscribe function."""
 
-    def feed_claim(self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10) -> Batch | None:
-        """Lease the handler's next batch (or an expired one) to ``owner``; None when there is nothing to do."""
+    def feed_claim(
+        self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10, *, skip_actor: str | None = None,
+    ) -> Batch | None:
+        """Lease the handler's next batch (or an expired one) to ``owner``, passing changes by ``skip_actor``;
+        None when there is nothing to do."""
 
     def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool:
         """Extend the batch's lease and record its progress; False if the lease was lost."""

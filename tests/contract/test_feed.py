@@ -7,7 +7,10 @@ import time
 
 import pytest
 
-from ledger import FakeClock, Feed, Handler
+from ledger import Elsewhere, FakeClock, Feed, Handler
+from ledger.actor import handler as handlers
+from ledger.actor import user
+from tests.conftest import default_rules
 
 
 def put_notes(store, n, start=0, db="notes"):
@@ -183,3 +186,266 @@ def test_handler_sees_only_its_databases(store, dbs):
     put_notes(store, 2, db="third")
     Feed(store, [handler]).drain()
     assert sorted({c.db for c in seen}) == sorted(dbs)
+
+
+# ---- skip-own: a handler may pass over the changes its own actor wrote ----------------------
+@pytest.fixture
+def hstore(make_store):
+    """A store where handlers may write free-form notes (as they do in these tests)."""
+    return make_store(rules=handler_rules())
+
+
+def handler_rules():
+    rules = default_rules()
+    rules.allow("notes", free=[user(), handlers()])
+    return rules
+
+
+def own_notes(store, n, start=0, actor="handler:echo"):
+    return [store.put("notes", {"i": i}, f"own{i:03d}", actor=actor) for i in range(start, start + n)]
+
+
+def test_a_skip_own_handler_passes_a_tail_of_its_own_changes(hstore):
+    handler, seen = collector("echo", skip_own=True)
+    feed = Feed(hstore, [handler])
+    put_notes(hstore, 2)
+    own_notes(hstore, 3)
+    put_notes(hstore, 1, start=2)
+    own_notes(hstore, 12, start=3)  # more than a batch of them after the last foreign change
+    feed.drain()
+    assert [c.doc["i"] for c in seen] == [0, 1, 2] and all(c.actor == "user:ana" for c in seen)
+    position = hstore.feed_position("echo", ["notes"])
+    assert position.done == position.claimed == position.head == hstore.head_seq()
+    assert position.pending == 0 and position.leases == []
+    assert hstore.feed_claim("echo", ["notes"], "someone", 1_000, skip_actor="handler:echo") is None
+    assert not feed.step(handler)
+    put_notes(hstore, 1, start=3)  # a foreign change after the tail is delivered
+    feed.drain()
+    assert [c.doc["i"] for c in seen] == [0, 1, 2, 3]
+
+
+def test_a_skip_own_handler_whose_log_holds_only_its_own_changes_moves_its_cursor_to_the_end(hstore):
+    handler, seen = collector("echo", skip_own=True)
+    own_notes(hstore, 4)
+    assert not Feed(hstore, [handler]).step(handler)
+    assert seen == []
+    position = hstore.feed_position("echo", ["notes"])
+    assert position.done == position.claimed == hstore.head_seq() and position.pending == 0
+
+
+def test_passing_own_changes_keeps_done_below_a_batch_still_in_flight(hstore):
+    put_notes(hstore, 2)
+    in_flight = hstore.feed_claim("echo", ["notes"], "other", 60_000, skip_actor="handler:echo")
+    assert in_flight is not None and [c.doc["i"] for c in in_flight.changes] == [0, 1]
+    own_notes(hstore, 3)
+    assert hstore.feed_claim("echo", ["notes"], "me", 60_000, skip_actor="handler:echo") is None
+    position = hstore.feed_position("echo", ["notes"])
+    assert position.claimed == hstore.head_seq()
+    assert position.done == 0  # the batch in flight may still fail and be taken over
+    assert hstore.feed_finish(in_flight, "other")
+    position = hstore.feed_position("echo", ["notes"])
+    assert position.done == hstore.head_seq() and position.pending == 0
+
+
+def test_a_handler_without_skip_own_gets_its_own_writes(hstore):
+    seen = []
+
+    def echo(change, ctx):
+        seen.append((change.actor, change.doc["i"]))
+        if change.actor == "user:ana":
+            ctx.db.put("notes", {"i": change.doc["i"] + 100}, f"echo{change.doc['i']}")
+
+    handler = Handler("echo", ["notes"], echo)
+    put_notes(hstore, 2)
+    Feed(hstore, [handler]).drain()
+    assert seen == [("user:ana", 0), ("user:ana", 1), ("handler:echo", 100), ("handler:echo", 101)]
+
+
+def test_a_skip_own_handler_does_not_get_its_own_writes_but_gets_other_handlers(hstore):
+    seen = []
+
+    def echo(change, ctx):
+        seen.append((change.actor, change.doc["i"]))
+        if change.actor == "user:ana":
+            ctx.db.put("notes", {"i": change.doc["i"] + 100}, f"echo{change.doc['i']}")
+
+    handler = Handler("echo", ["notes"], echo, skip_own=True)
+    put_notes(hstore, 2)
+    own_notes(hstore, 1, start=50, actor="handler:other")
+    Feed(hstore, [handler]).drain()
+    assert seen == [("user:ana", 0), ("user:ana", 1), ("handler:other", 50)]
+    assert hstore.feed_position("echo", ["notes"]).pending == 0
+
+
+def test_a_dead_skip_own_consumers_batch_is_taken_over_without_its_own_changes(make_store):
+    clock = FakeClock()
+    store = make_store(rules=handler_rules(), clock=clock)
+    put_notes(store, 1)
+    own_notes(store, 2)
+    put_notes(store, 1, start=1)
+    dead = store.feed_claim("echo", ["notes"], "dead-owner", 1_000, skip_actor="handler:echo")
+    assert dead is not None and [c.doc["i"] for c in dead.changes] == [0, 1]
+    handler, seen = collector("echo", skip_own=True)
+    feed = Feed(store, [handler], clock=clock, lease_ms=1_000)
+    clock.advance(1_001)
+    feed.drain()
+    assert [c.doc["i"] for c in seen] == [0, 1]
+    assert store.feed_position("echo", ["notes"]).done == store.head_seq()
+
+
+# ---- the runner waits after a short batch, and never loses a wake-up ----------------------
+class CountingStore:
+    """A store whose feed claims are counted; ``during_claim`` runs inside the first one.
+    Only this process's commits wake the feed (not the backend's "something may have changed"
+    wake-ups, which come when they come), so every wake-up the test sees is one it made."""
+
+    def __init__(self, store, during_claim=None):
+        self._store = store
+        self.claims = 0
+        self._during = during_claim
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def subscribe(self, listener, **options):
+        return self._store.subscribe(lambda change: listener(change) if change is not None else None, **options)
+
+    def feed_claim(self, *args, **kwargs):
+        self.claims += 1
+        batch = self._store.feed_claim(*args, **kwargs)
+        if self._during is not None:
+            during, self._during = self._during, None
+            during()
+        return batch
+
+
+def test_after_a_short_batch_the_runner_waits_for_a_commit_instead_of_claiming_again(store):
+    counting = CountingStore(store)
+    got = []
+    handler = Handler("short", ["notes"], lambda change, ctx: got.append(change.doc["i"]))
+    put_notes(store, 3)  # fewer than a batch
+    feed = Feed(counting, [handler], idle_interval=60.0)
+    feed.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(got) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)  # a runner that claims again right away would have done so by now
+        assert got == [0, 1, 2] and counting.claims == 1
+        put_notes(store, 1, start=3)  # a commit wakes it
+        deadline = time.monotonic() + 10
+        while len(got) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert got == [0, 1, 2, 3]
+    finally:
+        feed.stop()
+
+
+def test_a_commit_during_a_claim_is_not_lost(store):
+    got = threading.Event()
+    counting = CountingStore(store, during_claim=lambda: put_notes(store, 1))
+    handler = Handler("wake", ["notes"], lambda change, ctx: got.set())
+    feed = Feed(counting, [handler], idle_interval=60.0)
+    feed.start()  # the first claim finds nothing, and a note commits before the runner waits
+    try:
+        assert got.wait(10), "the commit made during the claim did not wake the runner"
+    finally:
+        feed.stop()
+
+
+# ---- wake-ups from other processes say what committed, where the backend can -------------
+def test_another_processs_commit_wakes_a_hinted_listener_with_its_database_and_actor(make_store, backend_url):
+    here, there = make_store(), make_store()
+    heard = []
+    got = threading.Event()
+
+    def listener(change):
+        heard.append(change)
+        if change is None or isinstance(change, Elsewhere):
+            got.set()
+
+    here.subscribe(listener, hints=True)
+    postgres = backend_url.startswith("postgresql")
+    if postgres:
+        assert got.wait(10)  # LISTEN is in place: its first wake-up ("anything meanwhile") came
+    else:
+        time.sleep(0.2)  # the data_version poller has read its first version
+    got.clear()
+    heard.clear()
+    there.put("notes", {"i": 1}, "n1", actor="user:ana")
+    assert got.wait(10), "the other store's commit did not wake this one"
+    if postgres:
+        assert Elsewhere("notes", "user:ana") in heard  # NOTIFY carries the database and the actor
+
+
+def test_a_skip_own_feed_is_not_woken_by_its_own_actors_commits_elsewhere(store):
+    handler, _seen = collector("echo", skip_own=True)
+    other, _ = collector("other")
+    feed = Feed(store, [handler, other], idle_interval=60.0)
+    feed._on_commit(Elsewhere("notes", "handler:echo"))
+    assert not feed._wakes["echo"].is_set() and feed._wakes["other"].is_set()
+    feed._on_commit(Elsewhere("other-db", "user:ana"))
+    assert not feed._wakes["echo"].is_set()
+    feed._on_commit(Elsewhere("notes", "user:ana"))
+    assert feed._wakes["echo"].is_set()
+
+
+# ---- a running feed calls handlers on its own thread, and still enforces their time limit ---
+def test_a_running_feeds_handler_past_its_time_limit_is_redelivered_and_the_feed_goes_on(store):
+    calls = []
+    release = threading.Event()
+
+    def slow_once(change, ctx):
+        calls.append((change.doc["i"], ctx.tries))
+        if len(calls) == 1:
+            release.wait(10)  # hangs past the limit the first time
+
+    handler = Handler("slow", ["notes"], slow_once, timeout=0.2, backoff=0.01)
+    put_notes(store, 1)
+    feed = Feed(store, [handler], idle_interval=60.0)
+    feed.start()
+    try:
+        wait_for(lambda: len(calls) >= 2)
+        put_notes(store, 1, start=1)  # the runner that took over goes on with the next change
+        wait_for(lambda: len(calls) >= 3)
+        release.set()  # the abandoned call returns: its thread must do nothing more
+        time.sleep(0.3)
+        assert calls == [(0, 0), (0, 1), (1, 0)]
+        assert sum(t.name == "feed:slow" and t.is_alive() for t in threading.enumerate()) == 1
+        position = store.feed_position("slow")
+        assert position.done == store.head_seq() and position.leases == []
+    finally:
+        release.set()
+        feed.stop()
+    assert not feed.running
+
+
+def test_a_long_handler_call_keeps_its_batch_lease(make_store):
+    stores = [make_store(), make_store()]
+    seen = []
+
+    def slow(change, ctx):
+        seen.append(change.doc["i"])
+        if change.doc["i"] == 0:
+            time.sleep(2.5)  # more than twice the lease
+
+    feeds = [
+        Feed(s, [Handler("long", ["notes"], slow, group="g")], lease_ms=1_000, idle_interval=0.1) for s in stores
+    ]
+    put_notes(stores[0], 3)
+    feeds[0].start()
+    wait_for(lambda: seen)  # the first feed holds the batch
+    feeds[1].start()  # and the second one would take it over if its lease ran out
+    try:
+        wait_for(lambda: stores[0].feed_position("g").done == stores[0].head_seq())
+    finally:
+        for f in feeds:
+            f.stop()
+    assert seen == [0, 1, 2]
+
+
+def wait_for(condition, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)

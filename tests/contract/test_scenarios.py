@@ -185,9 +185,10 @@ def test_heartbeat_keeps_the_lease_and_the_finish_uses_its_revision(env, clock):
     assert store.get("jobs", "j1")["status"] == "done"
 
 
-def test_own_writes_fire_the_feed_and_every_chain_ends_after_one_step(env, clock):
+@pytest.mark.parametrize("skip_own", [False, True], ids=["own-writes-delivered", "skip-own"])
+def test_own_writes_fire_the_feed_and_every_chain_ends_after_one_step(env, clock, skip_own):
     store, rules = env
-    rec = Recorder(jobs_handler(lease_ms=LEASE))
+    rec = Recorder(jobs_handler(lease_ms=LEASE, skip_own=skip_own))
     feed = Feed(store, [rec.handler], clock=clock)
     for i in range(3):
         new_job(store, f"j{i}")
@@ -205,7 +206,11 @@ def test_own_writes_fire_the_feed_and_every_chain_ends_after_one_step(env, clock
     # every delivered handler/sweep write (running, done, swept pending) caused at most one write
     delivered = {seq: status for seq, _, status in rec.deliveries}
     changes = store.changes(0, 1000, dbs=["jobs"])
-    assert set(delivered) == {c.seq for c in changes}  # the feed saw every write, its own included
+    if skip_own:  # the feed passed over the handler's own writes, and saw every other one
+        assert set(delivered) == {c.seq for c in changes if c.actor != "handler:on_change"}
+        assert store.feed_position("on_change", ["jobs"]).pending == 0
+    else:
+        assert set(delivered) == {c.seq for c in changes}  # the feed saw every write, its own included
     writes_by_handler = [c for c in changes if c.actor == "handler:on_change"]
     # j0: running (dead worker) + running + done; j1, j2: running + done
     assert len(writes_by_handler) == 3 + 2 + 2

@@ -318,3 +318,91 @@ def test_a_conninfo_string_is_not_mistaken_for_a_file(tmp_path):
         open_store("user=postgres dbname=test host=127.0.0.1 port=5432")
     with pytest.raises(Invalid, match="unknown database URL scheme"):
         open_store("mysql://root@localhost/x")
+
+
+# ---- a write is checked against the head, even when another writer moved it just before ------
+def test_a_write_against_a_head_another_writer_moved_is_checked_again(make_store):
+    a, b = make_store(), make_store()
+    first = a.put("notes", {"v": 1}, "n", actor="user:ana")  # a has seen revision 1
+    second = b.put("notes", {"v": 2}, "n", actor="user:bob", if_rev=first["_rev"])
+    with pytest.raises(Conflict) as err:
+        a.put("notes", {"v": 3}, "n", actor="user:ana", if_rev=first["_rev"])
+    assert f"is at {second['_rev']}, not {first['_rev']}" in err.value.reason
+    third = a.put("notes", {"v": 4}, "n", actor="user:ana")  # blind: on top of b's write
+    assert third["_rev"].startswith("3-")
+    assert [c.doc["v"] for c in a.history("notes", "n")] == [1, 2, 4]
+    b.delete("notes", "n", actor="user:bob", if_rev=third["_rev"])
+    with pytest.raises(NotFound):
+        a.delete("notes", "n", actor="user:ana")
+    again = a.put("notes", {"v": 5}, "n", actor="user:ana", create_only=True)  # a tombstone is no document
+    assert again["_rev"].startswith("5-") and b.get("notes", "n")["v"] == 5
+
+
+def test_the_rules_judge_the_head_as_it_is_not_as_a_writer_last_saw_it(make_store, request):
+    from ledger.actor import handler, user
+
+    if request.node.callspec.params["make_store"].startswith("remote-"):
+        pytest.skip("a hub's rules are its own: these are set for a local store")
+
+    rules = Rules()
+    rules.allow("notes", free=[user(), handler()])  # handlers may create notes; only people overwrite blind
+    a, b = make_store(rules=rules), make_store(rules=rules)
+    a.put("notes", {"v": 0}, "other", actor="handler:h")
+    b.put("notes", {"v": 1}, "y", actor="user:bob")  # a has never seen y
+    with pytest.raises(Forbidden) as err:
+        a.put("notes", {"v": 2}, "y", actor="handler:h")
+    assert "without a revision" in err.value.reason
+    assert a.get("notes", "y")["v"] == 1 and len(a.history("notes", "y")) == 1
+
+
+def race_from(stores, rev, body):
+    """Both stores write ``body`` with ``if_rev=rev`` at once; (winners, losers by Conflict)."""
+    barrier = threading.Barrier(len(stores))
+    wins, conflicts = [], []
+
+    def write(i):
+        barrier.wait()
+        try:
+            stores[i].put("notes", {**body, "by": i}, "r", actor="user:ana", if_rev=rev)
+            wins.append(i)
+        except Conflict:
+            conflicts.append(i)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return wins, conflicts
+
+
+def test_writers_racing_from_the_same_revision_have_one_winner_every_time(make_store):
+    stores = [make_store(), make_store()]
+    stores[0].put("notes", {"v": 0}, "r", actor="user:ana")
+    for n in range(1, 9):
+        heads = [s.get("notes", "r") for s in stores]  # each has seen the same head
+        assert heads[0]["_rev"] == heads[1]["_rev"]
+        wins, conflicts = race_from(stores, heads[0]["_rev"], {"v": n})
+        assert len(wins) == 1 and len(conflicts) == 1
+        assert stores[1].get("notes", "r")["by"] == wins[0]
+    assert [c.doc["v"] for c in stores[0].history("notes", "r")] == list(range(9))
+
+
+def test_blind_writers_racing_on_one_document_lose_no_write(make_store):
+    stores = [make_store(), make_store()]
+    stores[0].put("notes", {"by": -1, "k": -1}, "hot", actor="user:ana")
+    barrier = threading.Barrier(2)
+
+    def write(i):
+        barrier.wait()
+        for k in range(15):
+            stores[i].put("notes", {"by": i, "k": k}, "hot", actor="user:ana")
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    history = stores[0].history("notes", "hot")
+    assert [c.rev.split("-")[0] for c in history] == [str(n) for n in range(1, 32)]
+    assert sorted((c.doc["by"], c.doc["k"]) for c in history[1:]) == sorted((i, k) for i in range(2) for k in range(15))

@@ -51,7 +51,7 @@ def main() -> None:
         log.write(f"end {change.seq}\n")
 
     if args.mode == "jobs":
-        handler = jobs_handler(work, lease_ms=args.lease_ms, group=args.group, backoff=0.05)
+        handler = jobs_handler(work, lease_ms=args.lease_ms, group=args.group, backoff=0.05, skip_own=True)
     else:
         handler = Handler("notes", ["notes"], note, group=args.group)
     feed = Feed(store, [handler], lease_ms=args.feed_lease_ms)
