@@ -7,8 +7,10 @@
   second); after ``max_tries`` the change goes to a dead-letter document in ``deadletters``
   and the cursor moves on.
 - A handler that runs past its time limit counts as a failed try and is redelivered.
-- The feed wakes on commit: directly for writes in this process, by NOTIFY (PostgreSQL) or
-  ``data_version`` (SQLite) for other processes. No polling interval sits in the latency.
+- The feed wakes on commit: directly for writes in this process, by NOTIFY (PostgreSQL) or a
+  datagram on this process's socket in ``<db>.wake/`` (SQLite: ``ledger/wake.py``) for other
+  processes. No polling interval sits in the latency (SQLite polls ``data_version`` only as a
+  1 s safety net, or every 10 ms where the sockets cannot be used).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ numbers are in commit order. Writers in this process wake the feed directly; oth
 that listen are woken after each commit by a datagram on their socket in ``<db>.wake/``
 (``ledger/wake.py``), with a ``PRAGMA data_version`` poll every second as a safety net. Where
 those sockets cannot be used (or ``SKYHUB_SQLITE_WAKE=poll``), the poll runs every 10 ms.
-WAL checkpoints run in a background thread, not inside commits (``ledger/checkpoint.py``).
+The WAL file is kept under a size limit (``ledger/checkpoint.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .checkpoint import WAL_LIMIT, Checkpointer
+from .checkpoint import WAL_LIMIT, WalBound
 from .clock import SYSTEM, Clock
 from .errors import BackendError, Invalid, LedgerError
 from .machine import Rules
@@ -50,7 +50,7 @@ class SQLiteStore(SQLStore):
     def __init__(
         self, path: str, rules: Rules | None = None, clock: Clock = SYSTEM, *,
         pool_size: int = POOL_SIZE, wake: str = "sockets", poll_interval: float | None = None,
-        wal_limit: int = WAL_LIMIT, checkpoint_interval: float | None = None,
+        wal_limit: int = WAL_LIMIT,
     ) -> None:
         if wake not in WAKE_MODES:
             raise Invalid(f"SQLite wake-ups must be one of {', '.join(WAKE_MODES)}, not {wake!r}")
@@ -67,7 +67,7 @@ class SQLiteStore(SQLStore):
         token = new_token()
         self._peers = Peers(wake_folder(path), token) if SOCKETS_AVAILABLE else None
         self._token = token
-        self.checkpointer = Checkpointer(path, limit=wal_limit, **({"interval": checkpoint_interval} if checkpoint_interval else {}))
+        self.wal_bound = WalBound(path, wal_limit)
         self._warned: dict[str, float] = {}
         try:
             self._open_schema()
@@ -84,8 +84,7 @@ class SQLiteStore(SQLStore):
             conn.execute("PRAGMA busy_timeout = 0")  # we wait ourselves: see _retry_busy
             _retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"))
             _retry_busy(lambda: conn.execute("PRAGMA synchronous = NORMAL"))
-            conn.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpointer thread does it: see _committed
-            conn.execute(f"PRAGMA journal_size_limit = {int(self.wal_limit)}")
+            conn.execute(f"PRAGMA journal_size_limit = {int(self.wal_limit)}")  # see ledger/checkpoint.py
         except (sqlite3.Error, BackendError) as exc:
             conn.close()
             raise BackendError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
@@ -127,16 +126,17 @@ class SQLiteStore(SQLStore):
 
     # ---- after a commit: checkpoints, and wake-ups for other processes --------------
     def _committed(self) -> None:
-        # Runs after COMMIT in the writer's thread; nothing here may fail the write.
-        try:
-            self.checkpointer.committed()
-        except Exception as exc:  # noqa: BLE001 - logged; the write stands
-            self._warn("checkpoint", "sqlite: WAL checkpoint after a commit failed: %s", exc)
+        # Runs after COMMIT in the writer's thread; nothing here may fail the write. Other
+        # processes first: a truncate past the WAL limit may wait for readers.
         if self._peers is not None:
             try:
                 self._peers.notify()
             except Exception as exc:  # noqa: BLE001 - logged; listeners fall back to their poll
                 self._warn("notify", "sqlite: could not wake other processes (they will poll): %s", exc)
+        try:
+            self.wal_bound.committed()
+        except Exception as exc:  # noqa: BLE001 - logged; the write stands
+            self._warn("checkpoint", "sqlite: WAL checkpoint after a commit failed: %s", exc)
 
     def _warn(self, key: str, message: str, *args: object) -> None:
         now = time.monotonic()
@@ -207,7 +207,7 @@ class SQLiteStore(SQLStore):
             listener.close()
         if self._peers is not None:
             self._peers.close()
-        self.checkpointer.close()
+        self.wal_bound.close()
 
 
 BUSY_WAIT_S = 30.0

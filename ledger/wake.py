@@ -33,6 +33,7 @@ import socket
 import stat
 import sys
 import tempfile
+import threading
 import time
 
 log = logging.getLogger(__name__)
@@ -74,20 +75,18 @@ class Peers:
         self._trusted = False
         self._expires = 0.0
         self._refused: set[str] = set()
+        self._lock = threading.Lock()
 
     def notify(self) -> int:
         """Send the wake-up datagram to every other listening store; how many were sent."""
         names = self._list()
         if not names:
             return 0
-        if self._sock is None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            sock.setblocking(False)
-            self._sock = sock
+        sock = self._sock or self._open()
         sent = 0
         for name in names:
             try:
-                self._sock.sendto(self.token, os.path.join(self.folder, name))
+                sock.sendto(self.token, os.path.join(self.folder, name))
                 sent += 1
             except BlockingIOError:
                 pass  # its queue is full: it has wake-ups waiting already
@@ -100,6 +99,14 @@ class Peers:
                     self._refused.add(name)
                     log.warning("sqlite: cannot wake the process listening on %s: %s", os.path.join(self.folder, name), exc)
         return sent
+
+    def _open(self) -> socket.socket:
+        with self._lock:
+            if self._sock is None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                sock.setblocking(False)
+                self._sock = sock
+            return self._sock
 
     def _list(self) -> tuple[str, ...]:
         try:
@@ -129,9 +136,10 @@ class Peers:
 
     def close(self) -> None:
         """Close the sending socket."""
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
 
 
 class Listener:

@@ -6,8 +6,8 @@
 ``feed`` opens the store with ``open_store`` (so SKYHUB_SQLITE_WAKE applies), or, with
 ``--poll-s``, with that data_version poll interval; the feed's own idle re-check is 60 s, so
 only a wake-up can make it deliver promptly. It logs ``ready`` and then ``got <id>`` per change.
-``write`` checkpoints as often as it can (a 64 KiB WAL limit, a PASSIVE checkpoint every
-2 ms) and prints ``<id>`` on stdout once ``put`` returned, until it is killed.
+``write`` checkpoints as often as it can (a 64 KiB WAL limit: a TRUNCATE checkpoint every few
+writes) and prints ``<id>`` on stdout once ``put`` returned, until it is killed.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def feed(args: argparse.Namespace) -> None:
 
 
 def write(args: argparse.Namespace) -> None:
-    store = SQLiteStore(args.db, wal_limit=64 * 1024, checkpoint_interval=0.002)
+    store = SQLiteStore(args.db, wal_limit=64 * 1024)
     i = args.start
     while True:
         store.put("notes", {"i": i, "pad": "x" * 500}, f"n{i:07d}", actor="user:ana")
