@@ -138,7 +138,7 @@ def run_latency(run: Run) -> None:
                         backend, sk.latency_cross_process, a.cross_samples, min(a.warmup, 50), a.cross_budget)
         if r:
             c = r["from_return"]
-            wake = "data_version poller" if backend == "sqlite" else "LISTEN/NOTIFY"
+            wake = "socket in <db>.wake/" if backend == "sqlite" else "LISTEN/NOTIFY"
             cross_rows.append([f"skyhub {backend}", wake, c["n"], c["p50"], c["p90"], c["p99"], c["max"], c["over_100ms"]])
     if "procrastinate" in a.sections and "postgres" in a.backends:
         r = run.attempt("procrastinate.latency", "procrastinate: defer-to-start latency, worker in another process",
