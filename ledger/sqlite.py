@@ -149,6 +149,19 @@ class SQLiteStore(SQLStore):
         with self._poller_lock:
             if self._poller is not None or self._closed.is_set():
                 return
+            # Before binding: a commit that slips in before the socket is bound moves this
+            # version, and the poll sees it. Every commit that starts after the bind (so after
+            # subscribe() returns) is sent to the socket; changes before that are for the
+            # subscriber's own first look, as with NOTIFY.
+            try:
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            except sqlite3.Error as exc:
+                raise BackendError(f"cannot watch SQLite database {self.path!r} for other processes' commits: {exc}") from exc
+            try:
+                version = conn.execute("PRAGMA data_version").fetchone()[0]
+            except sqlite3.Error as exc:
+                conn.close()
+                raise BackendError(f"cannot watch SQLite database {self.path!r} for other processes' commits: {exc}") from exc
             if self._wake_mode == "sockets" and self._peers is not None:
                 try:
                     self._listener = Listener(self._peers.folder, self._token)
@@ -156,19 +169,15 @@ class SQLiteStore(SQLStore):
                 except (WakeUnavailable, OSError) as exc:
                     log.warning("sqlite: wake-up sockets unavailable (%s): polling for other processes' commits every %g s",
                                 exc, self._poll_interval or POLL_S)
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-            self._poller = threading.Thread(target=self._watch, args=(conn,), name="sqlite-wakeups", daemon=True)
+            self._poller = threading.Thread(target=self._watch, args=(conn, version), name="sqlite-wakeups", daemon=True)
             self._poller.start()
-        # Commits made before the socket was bound were not sent to it: one look now finds them.
-        self._wake(None)
 
-    def _watch(self, conn: sqlite3.Connection) -> None:
+    def _watch(self, conn: sqlite3.Connection, last: int) -> None:
         """Wake this store's listeners for other processes' commits: on a datagram at once,
         and when ``PRAGMA data_version`` moved since the last wake-up (the poll)."""
         listener = self._listener
         interval = self._poll_interval or (SAFETY_POLL_S if listener else POLL_S)
         try:
-            last = conn.execute("PRAGMA data_version").fetchone()[0]
             next_poll = time.monotonic() + interval
             while not self._closed.is_set():
                 if listener is not None:

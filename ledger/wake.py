@@ -13,8 +13,9 @@ store, in a folder beside the database (``skyhub.db.wake/`` for ``skyhub.db``).
   on every commit while the listing is younger than RACY_S from that mtime (a socket bound
   within the same mtime tick as the listing would not change the mtime: the "racy git"
   rule). So a socket bound before a commit starts is always in the list that commit uses.
-- A new listener binds before ``subscribe`` returns and then wakes its listeners once: changes
-  committed before it listened are found by that first look, changes after it by datagrams.
+- A new listener binds before ``subscribe`` returns, so every commit that starts after that
+  reaches it; what was committed before is for the subscriber's own first look (subscribe,
+  then read, as with NOTIFY), and the poll catches a commit that slipped in during the bind.
 
 A path longer than a socket address allows (107 bytes) moves the folder to
 ``/tmp/skyhub-wake-<uid>-<hash of the database's path>``. Where sockets cannot be used, the
