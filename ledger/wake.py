@@ -190,10 +190,11 @@ class Listener:
     def interrupt(self) -> None:
         """Make a ``wait`` in another thread return now (with a datagram of our own)."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.setblocking(False)  # a full queue (a watcher that stopped reading) must not hang close()
             try:
                 sock.sendto(self.token, self.path)
             except OSError:
-                pass
+                pass  # full: the wait returns anyway
 
     def close(self) -> None:
         """Close the socket and remove its file, and the folder when no one else listens."""

@@ -153,3 +153,19 @@ def test_poll_mode_makes_no_socket_but_still_delivers(tmp_path, monkeypatch):
     finally:
         writer.close()
         reader.close()
+
+
+def test_closing_does_not_hang_when_the_socket_queue_is_full(stores):
+    store = stores(poll_interval=30)
+    store.subscribe(lambda change: None)
+    store._closed.set()  # the watcher stops reading, as if it had died
+    store._listener.interrupt()
+    store._poller.join(10)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+        sender.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            for _ in range(10_000):
+                sender.sendto(b"x", store._listener.path)
+    done = threading.Event()
+    threading.Thread(target=lambda: (store.close(), done.set()), daemon=True).start()
+    assert done.wait(10), "close() hung on a full wake-up socket"
