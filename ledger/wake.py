@@ -10,9 +10,9 @@ store, in a folder beside the database (``skyhub.db.wake/`` for ``skyhub.db``).
   folder when it is empty. A full receive queue is skipped: that process has wake-ups waiting.
 - The sender caches the list of sockets and checks the folder's mtime on each commit (one
   ``stat``); it lists the folder again when the mtime changed, at least every RELIST_S, and
-  on every commit while the listing is younger than RACY_S from that mtime (a socket bound
-  within the same mtime tick as the listing would not change the mtime: the "racy git"
-  rule). So a socket bound before a commit starts is always in the list that commit uses.
+  on every commit while the listing is less than 2 s (RACY_NS) younger than that mtime (a
+  socket bound within the same mtime tick as the listing would not change the mtime: the
+  "racy git" rule). So a socket bound before a commit ends is in the list that commit uses.
 - A new listener binds before ``subscribe`` returns, so every commit that starts after that
   reaches it; what was committed before is for the subscriber's own first look (subscribe,
   then read, as with NOTIFY), and the poll catches a commit that slipped in during the bind.
