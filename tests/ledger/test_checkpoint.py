@@ -9,7 +9,7 @@ import threading
 from ledger.sqlite import SQLiteStore
 
 LIMIT = 1024 * 1024
-ONE_WRITE = 256 * 1024  # far more than the pages one small write touches
+SLACK = 512 * 1024  # the size is looked at every 8th commit: far more than the pages of 8 small writes
 
 
 def test_the_wal_file_stays_bounded_under_a_burst_of_writes(tmp_path):
@@ -37,8 +37,8 @@ def test_the_wal_file_stays_bounded_under_a_burst_of_writes(tmp_path):
     after = os.stat(path + "-wal").st_size
     truncates = store.wal_bound.truncates
     store.close()
-    assert len(sizes) > 100 and max(sizes) <= LIMIT + ONE_WRITE, f"the WAL reached {max(sizes):,} bytes"
-    assert after <= LIMIT
+    assert len(sizes) > 100 and max(sizes) <= LIMIT + SLACK, f"the WAL reached {max(sizes):,} bytes"
+    assert after <= LIMIT + SLACK
     assert truncates > 0
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT count(*) FROM docs WHERE db = 'notes'").fetchone()[0] == 20_000
