@@ -116,7 +116,7 @@ def _latency_child(url: str, ready: Any, out: Any, stop: Any) -> None:
 
 def latency_cross_process(url: str, samples: int, warmup: int, budget_s: float = 60.0) -> dict[str, Any]:
     """The Feed runs in a child process; this process writes. Woken by NOTIFY (PostgreSQL)
-    or by the ``data_version`` poller (SQLite). time.perf_counter_ns is CLOCK_MONOTONIC,
+    or by a datagram on its socket in ``<db>.wake/`` (SQLite). time.perf_counter_ns is CLOCK_MONOTONIC,
     the same clock in both processes. Timed from ``put``'s return, as for Procrastinate's
     ``defer``. Stops early after ``budget_s`` of measuring (slow wake-ups)."""
     ready, out, stop = SPAWN.Queue(), SPAWN.Queue(), SPAWN.Event()

@@ -155,7 +155,7 @@ def run_latency(run: Run) -> None:
                         backend, sk.latency_cross_process, a.cross_samples, min(a.warmup, 50), a.cross_budget)
         if r:
             c = r["from_return"]
-            wake = "data_version poller" if backend == "sqlite" else "LISTEN/NOTIFY"
+            wake = "socket in <db>.wake/" if backend == "sqlite" else "LISTEN/NOTIFY"
             goal = [f"<= {CROSS_SQLITE[0]:g}", bc.verdict(c["p50"] <= CROSS_SQLITE[0]), f"<= {CROSS_SQLITE[1]:g}",
                     bc.verdict(c["p99"] <= CROSS_SQLITE[1])] if backend == "sqlite" else ["-", "", "-", ""]
             cross_rows.append([f"skyhub {backend}", wake, c["n"], c["p50"], c["p90"], c["p99"], c["max"], c["over_100ms"], *goal])

@@ -10,8 +10,10 @@
   feed calls handlers on its runner threads (no hand-off per change); its watchdog keeps a long
   call's batch lease alive and, at the time limit, abandons the runner and starts another.
   ``drain()`` calls them on a worker thread it can abandon.
-- The feed wakes on commit: directly for writes in this process, by NOTIFY (PostgreSQL) or
-  ``data_version`` (SQLite) for other processes. No polling interval sits in the latency.
+- The feed wakes on commit: directly for writes in this process, by NOTIFY (PostgreSQL) or a
+  datagram on this process's socket in ``<db>.wake/`` (SQLite: ``ledger/wake.py``) for other
+  processes. No polling interval sits in the latency (SQLite polls ``data_version`` only as a
+  1 s safety net, or every 10 ms where the sockets cannot be used).
 """
 
 from __future__ import annotations

@@ -100,6 +100,9 @@ class SQLStore:
     def _start_wakeups(self) -> None:
         """Begin telling listeners about other processes' commits (if the backend can)."""
 
+    def _committed(self) -> None:
+        """A write just committed (called after COMMIT, in the writer's thread; must not raise)."""
+
     # ---- schema and field indexes --------------------------------------------------
     def _open_schema(self) -> None:
         """Bring the schema to the current version and make the declared indexes."""
@@ -277,6 +280,7 @@ class SQLStore:
         out = with_meta(body, id, rev, deleted)
         if self._listeners:
             self._wake(Change(seq, db, id, rev, out, deleted, actor, now))
+        self._committed()
         return out
 
     def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:

@@ -1,8 +1,11 @@
 """SQLite backend: the embedded default. One file, WAL mode, no server to start.
 
 Writes are serialized by SQLite itself (``BEGIN IMMEDIATE``), so the change log's sequence
-numbers are in commit order. Writers in this process wake the feed directly; commits by other
-processes are noticed through ``PRAGMA data_version``.
+numbers are in commit order. Writers in this process wake the feed directly; other processes
+that listen are woken after each commit by a datagram on their socket in ``<db>.wake/``
+(``ledger/wake.py``), with a ``PRAGMA data_version`` poll every second as a safety net. Where
+those sockets cannot be used (or ``SKYHUB_SQLITE_WAKE=poll``), the poll runs every 10 ms.
+The WAL file is kept under a size limit (``ledger/checkpoint.py``).
 """
 
 from __future__ import annotations
@@ -19,15 +22,22 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .checkpoint import WAL_LIMIT, WalBound
 from .clock import SYSTEM, Clock
-from .errors import BackendError, LedgerError
+from .errors import BackendError, Invalid, LedgerError
 from .machine import Rules
 from .schema import SQLITE, compile_queries
 from .sql import SQLStore
+from .wake import AVAILABLE as SOCKETS_AVAILABLE
+from .wake import Listener, Peers, WakeUnavailable, new_token, wake_folder
 
 log = logging.getLogger(__name__)
 
 POOL_SIZE = 8  # connections per store; every operation borrows one for its own duration
+POLL_S = 0.01  # data_version poll without wake-up sockets: 9.7 ms median cross-process latency
+SAFETY_POLL_S = 1.0  # data_version poll beside the sockets: only for a wake-up that got lost
+WAKE_ENV = "SKYHUB_SQLITE_WAKE"
+WAKE_MODES = ("sockets", "poll")
 
 
 class SQLiteStore(SQLStore):
@@ -39,14 +49,26 @@ class SQLiteStore(SQLStore):
 
     def __init__(
         self, path: str, rules: Rules | None = None, clock: Clock = SYSTEM, *,
-        wake_interval: float = 0.01, pool_size: int = POOL_SIZE,
+        pool_size: int = POOL_SIZE, wake: str = "sockets", poll_interval: float | None = None,
+        wal_limit: int = WAL_LIMIT,
     ) -> None:
+        if wake not in WAKE_MODES:
+            raise Invalid(f"SQLite wake-ups must be one of {', '.join(WAKE_MODES)}, not {wake!r}")
         super().__init__(f"sqlite:///{path}", rules, clock)
         self.path = path
+        self.wal_limit = wal_limit
         self._pool = _Pool(self._connect, pool_size, BUSY_WAIT_S)
         self._closed = threading.Event()
         self._poller: threading.Thread | None = None
-        self._wake_interval = wake_interval
+        self._poller_lock = threading.Lock()
+        self._wake_mode = wake
+        self._poll_interval = poll_interval
+        self._listener: Listener | None = None
+        token = new_token()
+        self._peers = Peers(wake_folder(path), token) if SOCKETS_AVAILABLE else None
+        self._token = token
+        self.wal_bound = WalBound(path, wal_limit)
+        self._warned: dict[str, float] = {}
         try:
             self._open_schema()
         except BaseException:
@@ -62,6 +84,7 @@ class SQLiteStore(SQLStore):
             conn.execute("PRAGMA busy_timeout = 0")  # we wait ourselves: see _retry_busy
             _retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"))
             _retry_busy(lambda: conn.execute("PRAGMA synchronous = NORMAL"))
+            conn.execute(f"PRAGMA journal_size_limit = {int(self.wal_limit)}")  # see ledger/checkpoint.py
         except (sqlite3.Error, BackendError) as exc:
             conn.close()
             raise BackendError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
@@ -101,31 +124,99 @@ class SQLiteStore(SQLStore):
     def _db_list(self, dbs: Any) -> Any:
         return json.dumps(list(dbs))
 
+    # ---- after a commit: checkpoints, and wake-ups for other processes --------------
+    def _committed(self) -> None:
+        # Runs after COMMIT in the writer's thread; nothing here may fail the write. Other
+        # processes first: a truncate past the WAL limit may wait for readers.
+        if self._peers is not None:
+            try:
+                self._peers.notify()
+            except Exception as exc:  # noqa: BLE001 - logged; listeners fall back to their poll
+                self._warn("notify", "sqlite: could not wake other processes (they will poll): %s", exc)
+        try:
+            self.wal_bound.committed()
+        except Exception as exc:  # noqa: BLE001 - logged; the write stands
+            self._warn("checkpoint", "sqlite: WAL checkpoint after a commit failed: %s", exc)
+
+    def _warn(self, key: str, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._warned.get(key, -60.0) >= 60:
+            self._warned[key] = now
+            log.warning(message, *args)
+
     # ---- wake-ups from other processes ---------------------------------------------
     def _start_wakeups(self) -> None:
-        if self._poller is None:
-            self._poller = threading.Thread(target=self._poll, name="sqlite-wakeups", daemon=True)
+        with self._poller_lock:
+            if self._poller is not None or self._closed.is_set():
+                return
+            # Before binding: a commit that slips in before the socket is bound moves this
+            # version, and the poll sees it. Every commit that starts after the bind (so after
+            # subscribe() returns) is sent to the socket; changes before that are for the
+            # subscriber's own first look, as with NOTIFY.
+            try:
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            except sqlite3.Error as exc:
+                raise BackendError(f"cannot watch SQLite database {self.path!r} for other processes' commits: {exc}") from exc
+            try:
+                version = conn.execute("PRAGMA data_version").fetchone()[0]
+            except sqlite3.Error as exc:
+                conn.close()
+                raise BackendError(f"cannot watch SQLite database {self.path!r} for other processes' commits: {exc}") from exc
+            if self._wake_mode == "sockets" and self._peers is not None:
+                try:
+                    self._listener = Listener(self._peers.folder, self._token)
+                    self._peers.own = self._listener.name
+                except (WakeUnavailable, OSError) as exc:
+                    log.warning("sqlite: wake-up sockets unavailable (%s): polling for other processes' commits every %g s",
+                                exc, self._poll_interval or POLL_S)
+            self._poller = threading.Thread(target=self._watch, args=(conn, version), name="sqlite-wakeups", daemon=True)
             self._poller.start()
 
-    def _poll(self) -> None:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+    def _watch(self, conn: sqlite3.Connection, last: int) -> None:
+        """Wake this store's listeners for other processes' commits: on a datagram at once,
+        and when ``PRAGMA data_version`` moved since the last wake-up (the poll)."""
+        listener = self._listener
+        interval = self._poll_interval or (SAFETY_POLL_S if listener else POLL_S)
         try:
-            last = conn.execute("PRAGMA data_version").fetchone()[0]
-            while not self._closed.wait(self._wake_interval):
+            next_poll = time.monotonic() + interval
+            while not self._closed.is_set():
+                if listener is not None:
+                    woke = listener.wait(next_poll - time.monotonic())
+                    if self._closed.is_set():
+                        break
+                    if woke:
+                        # read before waking: a commit after this read moves it, and the poll sees it
+                        last = conn.execute("PRAGMA data_version").fetchone()[0]
+                        self._wake(None)
+                        continue
+                elif self._closed.wait(max(0.0, next_poll - time.monotonic())):
+                    break
+                if time.monotonic() < next_poll:
+                    continue
+                next_poll = time.monotonic() + interval
                 version = conn.execute("PRAGMA data_version").fetchone()[0]
                 if version != last:
                     last = version
                     self._wake(None)
-        except sqlite3.Error as exc:
-            log.warning("sqlite: wake-up poller stopped: %s", exc)
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("sqlite: wake-up watcher stopped: %s", exc)
         finally:
             conn.close()
 
     def close(self) -> None:
         self._closed.set()
         self._pool.close()
-        if self._poller is not None:
-            self._poller.join(timeout=2)
+        with self._poller_lock:
+            poller, listener = self._poller, self._listener
+        if listener is not None:
+            listener.interrupt()
+        if poller is not None:
+            poller.join(timeout=2)
+        if listener is not None:
+            listener.close()
+        if self._peers is not None:
+            self._peers.close()
+        self.wal_bound.close()
 
 
 BUSY_WAIT_S = 30.0
@@ -304,7 +395,11 @@ class _Pool:
 
 
 def open_sqlite(path: str, rules: Rules | None = None, clock: Clock = SYSTEM, *, pool_size: int = POOL_SIZE) -> SQLiteStore:
+    """Open (or create) the SQLite store at ``path``; SKYHUB_SQLITE_WAKE=poll turns the wake-up sockets off."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise LedgerError(f"cannot create the database {path!r}: folder {directory!r} does not exist")
-    return SQLiteStore(path, rules, clock, pool_size=pool_size)
+    mode = os.environ.get(WAKE_ENV, "").strip().lower() or "sockets"
+    if mode not in WAKE_MODES:
+        raise Invalid(f"{WAKE_ENV} must be one of {', '.join(WAKE_MODES)}, not {mode!r}")
+    return SQLiteStore(path, rules, clock, pool_size=pool_size, wake=mode)

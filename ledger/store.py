@@ -17,7 +17,7 @@ from .clock import Clock
 Doc = dict[str, Any]
 Listener = Callable[["Change | None"], None]
 """Called after a commit: with the change for writes made by this process, ``None`` for a
-wake-up from another process (PostgreSQL NOTIFY, SQLite data_version)."""
+wake-up from another process (PostgreSQL NOTIFY, a SQLite wake-up socket or data_version poll)."""
 HintedListener = Callable[["Change | Elsewhere | None"], None]
 """A listener that also takes an ``Elsewhere``: another process's commit, when the backend
 can tell its database and actor (PostgreSQL); ``None`` when it cannot."""

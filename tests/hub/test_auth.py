@@ -149,7 +149,7 @@ def test_the_hub_keeps_no_secret_of_a_device_or_a_token(local, tmp_path):
     pem = private_key_to_pem(key)
     secret = token.rsplit("_", 1)[1]
     store.close()
-    raw = b"".join(p.read_bytes() for p in tmp_path.glob("auth.db*"))
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("auth.db*") if p.is_file())
     assert secret.encode() not in raw and token.encode() not in raw
     assert pem.split("\n")[1].encode() not in raw
 

@@ -70,7 +70,7 @@ def assert_clean(*texts: str) -> None:
 
 
 def db_bytes(folder) -> bytes:
-    return b"".join(p.read_bytes() for p in folder.rglob("*.db*"))
+    return b"".join(p.read_bytes() for p in folder.rglob("*.db*") if p.is_file())  # not the .wake folder
 
 
 def test_in_process_tick_paths_logs_and_exceptions(tmp_path, caplog):

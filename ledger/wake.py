@@ -1,0 +1,228 @@
+"""Wake-ups between processes sharing one SQLite file: a Unix datagram socket per listening
+store, in a folder beside the database (``skyhub.db.wake/`` for ``skyhub.db``).
+
+- A store that subscribes binds ``<folder>/<pid>-<token>.sock`` and a thread waits on it.
+- A store that commits sends a tiny datagram (its own token) to every *other* socket in the
+  folder, after COMMIT. It never sends to its own socket (it wakes its own listeners
+  directly), and a datagram carrying the receiver's own token is ignored.
+- A socket nobody is bound to any more (its process was killed: ``ECONNREFUSED``) is removed
+  by the first sender that finds it; a store that closes removes its own socket, and the
+  folder when it is empty. A full receive queue is skipped: that process has wake-ups waiting.
+- The sender caches the list of sockets and checks the folder's mtime on each commit (one
+  ``stat``); it lists the folder again when the mtime changed, at least every RELIST_S, and
+  on every commit while the listing is less than 2 s (RACY_NS) younger than that mtime (a
+  socket bound within the same mtime tick as the listing would not change the mtime: the
+  "racy git" rule). So a socket bound before a commit ends is in the list that commit uses.
+- A new listener binds before ``subscribe`` returns, so every commit that starts after that
+  reaches it; what was committed before is for the subscriber's own first look (subscribe,
+  then read, as with NOTIFY), and the poll catches a commit that slipped in during the bind.
+
+A path longer than a socket address allows (107 bytes) moves the folder to
+``/tmp/skyhub-wake-<uid>-<hash of the database's path>``. Where sockets cannot be used, the
+store polls ``PRAGMA data_version`` instead (see ``ledger/sqlite.py``).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import logging
+import os
+import secrets
+import select
+import socket
+import stat
+import sys
+import tempfile
+import threading
+import time
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".wake"
+RELIST_S = 1.0  # the peer list is read again at least this often
+RACY_NS = 2_000_000_000  # a listing this close to the folder's mtime is not trusted (mtime granularity: up to 2 s)
+ADDRESS_MAX = 107  # bytes of a socket path (sun_path holds 108 with the NUL)
+NAME_MAX = 24  # "<pid>-<8 hex>.sock"
+
+AVAILABLE = hasattr(socket, "AF_UNIX") and sys.platform != "win32"
+
+
+class WakeUnavailable(Exception):
+    """Wake-up sockets cannot be used here; the reason is the message."""
+
+
+def wake_folder(db_path: str) -> str:
+    """The folder holding the wake-up sockets of the processes listening on ``db_path``."""
+    real = os.path.realpath(db_path)
+    beside = real + SUFFIX
+    if len(os.fsencode(beside)) + 1 + NAME_MAX <= ADDRESS_MAX:
+        return beside
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
+    tmp = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()  # one place for every process, whatever TMPDIR says
+    return os.path.join(tmp, f"skyhub-wake-{os.getuid()}-{digest}")
+
+
+class Peers:
+    """The commit side: a datagram to every other store listening on the database."""
+
+    def __init__(self, folder: str, token: bytes) -> None:
+        self.folder = folder
+        self.token = token
+        self.own = ""  # this store's socket name, once it listens
+        self._sock: socket.socket | None = None
+        self._names: tuple[str, ...] = ()
+        self._mtime = -1
+        self._trusted = False
+        self._expires = 0.0
+        self._refused: set[str] = set()
+        self._lock = threading.Lock()
+
+    def notify(self) -> int:
+        """Send the wake-up datagram to every other listening store; how many were sent."""
+        names = self._list()
+        if not names:
+            return 0
+        sock = self._sock or self._open()
+        sent = 0
+        for name in names:
+            try:
+                sock.sendto(self.token, os.path.join(self.folder, name))
+                sent += 1
+            except BlockingIOError:
+                pass  # its queue is full: it has wake-ups waiting already
+            except ConnectionRefusedError:
+                self._remove(name)  # nobody is bound to it: its process died
+            except FileNotFoundError:
+                self._mtime = -1  # closed meanwhile: list again
+            except OSError as exc:
+                if name not in self._refused:
+                    self._refused.add(name)
+                    log.warning("sqlite: cannot wake the process listening on %s: %s", os.path.join(self.folder, name), exc)
+        return sent
+
+    def _open(self) -> socket.socket:
+        with self._lock:
+            if self._sock is None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                sock.setblocking(False)
+                self._sock = sock
+            return self._sock
+
+    def _list(self) -> tuple[str, ...]:
+        if not os.access(self.folder, os.F_OK):  # nobody listens: 1 us, where a failing stat costs 2
+            self._names, self._mtime = (), -1
+            return ()
+        try:
+            mtime = os.stat(self.folder).st_mtime_ns
+        except FileNotFoundError:
+            self._names, self._mtime = (), -1
+            return ()
+        if mtime == self._mtime and self._trusted and time.monotonic() < self._expires:
+            return self._names
+        names = tuple(
+            n for n in os.listdir(self.folder)
+            if n.endswith(".sock") and n != self.own and n not in self._refused
+        )
+        self._names, self._mtime = names, mtime
+        self._trusted = time.time_ns() - mtime >= RACY_NS
+        self._expires = time.monotonic() + RELIST_S
+        return names
+
+    def _remove(self, name: str) -> None:
+        path = os.path.join(self.folder, name)
+        try:
+            os.unlink(path)
+            log.info("sqlite: removed the wake-up socket of a process that is gone: %s", path)
+        except OSError:
+            pass
+        self._mtime = -1
+
+    def close(self) -> None:
+        """Close the sending socket."""
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+
+
+class Listener:
+    """The listening side: this store's bound socket, and waiting on it."""
+
+    def __init__(self, folder: str, token: bytes) -> None:
+        self.folder = folder
+        self.token = token
+        self.name = f"{os.getpid()}-{token.decode()}.sock"
+        self.path = os.path.join(folder, self.name)
+        self._sock = self._bind()
+        self._sock.setblocking(False)
+        self._poll = select.poll()
+        self._poll.register(self._sock, select.POLLIN)
+
+    def _bind(self) -> socket.socket:
+        if not AVAILABLE:
+            raise WakeUnavailable("this platform has no Unix datagram sockets")
+        for _attempt in range(3):
+            try:
+                _make_folder(self.folder)
+            except OSError as exc:
+                raise WakeUnavailable(f"cannot create {self.folder}: {exc.strerror or exc}") from exc
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                sock.bind(self.path)
+                return sock
+            except FileNotFoundError:
+                sock.close()  # the folder was removed by a store closing just now: make it again
+            except OSError as exc:
+                sock.close()
+                raise WakeUnavailable(f"cannot listen on {self.path}: {exc.strerror or exc}") from exc
+        raise WakeUnavailable(f"{self.folder} kept disappearing")
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for datagrams; True if one came from another store."""
+        if not self._poll.poll(max(timeout, 0.0) * 1000):
+            return False
+        woke = False
+        while True:  # take every wake-up queued meanwhile: one wake for all of them
+            try:
+                data = self._sock.recv(64)
+            except BlockingIOError:
+                return woke
+            woke = woke or data != self.token
+
+    def interrupt(self) -> None:
+        """Make a ``wait`` in another thread return now (with a datagram of our own)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.setblocking(False)  # a full queue (a watcher that stopped reading) must not hang close()
+            try:
+                sock.sendto(self.token, self.path)
+            except OSError:
+                pass  # full: the wait returns anyway
+
+    def close(self) -> None:
+        """Close the socket and remove its file, and the folder when no one else listens."""
+        self._sock.close()
+        for remove, path in ((os.unlink, self.path), (os.rmdir, self.folder)):
+            try:
+                remove(path)
+            except OSError:
+                pass  # already gone, or another process still listens
+
+
+def new_token() -> bytes:
+    """A random name for one store's socket, also the payload of its datagrams."""
+    return secrets.token_hex(4).encode()
+
+
+def _make_folder(folder: str) -> None:
+    private = not folder.endswith(SUFFIX)  # the /tmp fallback: ours alone, checked
+    try:
+        os.mkdir(folder, 0o700 if private else 0o777)
+    except FileExistsError:
+        pass
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode):
+        raise OSError(errno.ENOTDIR, "not a folder")
+    if private and (st.st_uid != os.getuid() or st.st_mode & 0o077):
+        raise OSError(errno.EPERM, "the folder belongs to someone else or is open to others")
+
