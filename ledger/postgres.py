@@ -357,6 +357,7 @@ class PostgresStore(SQLStore):
             self._wake(None)
 
     def close(self) -> None:
+        """Stop the LISTEN thread and the watchdog, and close the pool's connections."""
         self._closed.set()
         self._pool.close(timeout=5)
         self._watchdog.stop()

@@ -442,6 +442,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 
 def migration_statements(migration: Migration, dialect: Dialect) -> list[str]:
+    """The migration's statements in ``dialect``'s SQL."""
     return [dialect.compile(s, status=dialect.index_element("status")) for s in migration.statements]
 
 
@@ -488,6 +489,7 @@ def create_index_sql(dialect: Dialect, db: str, field: str) -> str:
 
 
 def drop_index_sql(db: str, field: str) -> str:
+    """The statement that drops the index of (db, field), if it exists."""
     return f'DROP INDEX IF EXISTS "{index_name(db, field)}"'
 
 
@@ -503,6 +505,7 @@ def indexed_query(dialect: Dialect, db: str, field: str) -> str:
 
 
 def status_query(dialect: Dialect) -> str:
+    """The page query that the built-in status index answers."""
     return dialect.compile(
         "SELECT id, rev, {body} FROM docs{hint} WHERE db = :db AND " + dialect.match("status")
         + " AND deleted = 0 AND id > :after ORDER BY id LIMIT :n",

@@ -95,6 +95,7 @@ class SQLStore:
         return False
 
     def close(self) -> None:  # pragma: no cover - abstract
+        """Give back connections and stop background threads."""
         raise NotImplementedError
 
     def _start_wakeups(self) -> None:
@@ -209,6 +210,7 @@ class SQLStore:
         self, db: str, doc: Doc, id: str | None = None, *, actor: str,
         if_rev: str | None = None, create_only: bool = False,
     ) -> Doc:
+        """Write ``doc`` as ``actor``; ``if_rev`` or ``create_only`` make the write conditional (Conflict when stale)."""
         check_db(db)
         parse_actor(actor)
         body, body_id, body_rev = split_body(doc)
@@ -230,6 +232,7 @@ class SQLStore:
         return self._write(db, id, body, text, actor, if_rev, create_only, deleted=False)
 
     def delete(self, db: str, id: str, *, actor: str, if_rev: str | None = None) -> Doc:
+        """Delete a document as ``actor``: a tombstone revision, kept in its history."""
         check_db(db)
         check_id(id)
         parse_actor(actor)
@@ -329,6 +332,7 @@ class SQLStore:
         return Page(docs, after, scanned=True)
 
     def history(self, db: str, id: str) -> list[Change]:
+        """Every revision of a document, oldest first."""
         check_db(db)
         check_id(id)
         with self._op() as cur:
@@ -337,6 +341,7 @@ class SQLStore:
         return [self._change(r) for r in rows]
 
     def changes(self, since: int = 0, limit: int = 100, dbs: Sequence[str] | None = None) -> list[Change]:
+        """Committed writes after ``since``, in commit order (of ``dbs`` only, if given)."""
         since = check_seq(since)
         _check_limit(limit)
         for db in dbs or ():
@@ -362,6 +367,7 @@ class SQLStore:
         return list(dbs)
 
     def head_seq(self) -> int:
+        """The change log's last sequence number (0 when empty)."""
         with self._op() as cur:
             cur.execute(self.q.head_seq, {})
             return int(cur.fetchone()[0])
@@ -462,6 +468,7 @@ class SQLStore:
             cur.execute(self.q.feed_in, args)
 
     def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool:
+        """Extend the batch's lease and record its progress (``pos``, ``tries``); False if the lease was lost."""
         now = self.clock.now_ms()
         with self._tx(bookkeeping=True) as cur:
             cur.execute(self.q.lease_renew, {
@@ -471,6 +478,7 @@ class SQLStore:
             return bool(cur.rowcount == 1)
 
     def feed_finish(self, batch: Batch, owner: str) -> bool:
+        """Release the batch and move the handler's cursor as far as no batch in flight holds it; False if the lease was lost."""
         h = {"handler": batch.handler}
         with self._tx(bookkeeping=True) as cur:
             cur.execute(self.q.cursor_lock, h)
@@ -510,6 +518,7 @@ class SQLStore:
 
     # ---- tick runs -----------------------------------------------------------------
     def claim_tick_run(self, tick: str, scheduled_at: int, owner: str) -> bool:
+        """Claim one slot of a tick for ``owner``; False if another process has it."""
         now = self.clock.now_ms()
         with self._tx(bookkeeping=True) as cur:
             cur.execute(self.q.tick_claim, {"tick": tick, "at": scheduled_at, "owner": owner, "now": now})
@@ -519,10 +528,12 @@ class SQLStore:
             return bool(won)
 
     def finish_tick_run(self, tick: str, scheduled_at: int, outcome: str, error: str | None = None) -> None:
+        """Record how a tick run ended (``ok`` or ``error`` with the reason)."""
         with self._tx(bookkeeping=True) as cur:
             cur.execute(self.q.tick_finish, {"now": self.clock.now_ms(), "outcome": outcome, "error": error, "tick": tick, "at": scheduled_at})
 
     def tick_runs(self, tick: str | None = None, limit: int = 20) -> list[TickRun]:
+        """The latest tick runs (of ``tick`` only, if given), newest first."""
         with self._op() as cur:
             if tick is None:
                 cur.execute(self.q.tick_runs, {"n": limit})

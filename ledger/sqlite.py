@@ -204,6 +204,7 @@ class SQLiteStore(SQLStore):
             conn.close()
 
     def close(self) -> None:
+        """Stop the wake-up threads, remove this store's socket and close the pool's connections."""
         self._closed.set()
         self._pool.close()
         with self._poller_lock:
