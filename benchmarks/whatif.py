@@ -3,14 +3,11 @@
 fixes applied by monkeypatching the engine *in the benchmark processes only*.
 
     .venv/bin/python benchmarks/whatif.py --patch checkpoint --sections jobs --backends sqlite
-    .venv/bin/python benchmarks/whatif.py --patch poll --sections latency --backends sqlite
 
 Every argument after --patch goes to run.py. Patches (see docs/benchmarks.md, "Engine findings"):
 
   checkpoint  SQLite: no WAL checkpoint inside COMMIT (``wal_autocheckpoint = 0``); a
               background thread per store checkpoints (PASSIVE) every 250 ms instead
-  poll        SQLite: look for other processes' commits (``PRAGMA data_version``) every
-              5 ms instead of every 50 ms
 
 This is an investigation aid that reaches into engine internals as they are at the time of
 writing; it refuses to run if they have changed. It changes nothing on disk.
@@ -72,20 +69,6 @@ def _checkpoint() -> None:
         return conn
 
     sqlite.SQLiteStore._connect = _connect  # type: ignore[method-assign]
-
-
-@patch("poll")
-def _poll() -> None:
-    from ledger import sqlite
-
-    _need(sqlite.SQLiteStore, "__init__", "_poll")
-    original = sqlite.SQLiteStore.__init__
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs["wake_interval"] = 0.005
-        original(self, *args, **kwargs)
-
-    sqlite.SQLiteStore.__init__ = __init__  # type: ignore[method-assign]
 
 
 def apply(names: str) -> None:
