@@ -257,8 +257,8 @@ POSTGRES_FUNCTIONS = (
         p_channel TEXT, p_lock BIGINT, OUT o_seq BIGINT, OUT o_rev TEXT, OUT o_body TEXT, OUT o_deleted SMALLINT)
     LANGUAGE plpgsql AS $$
     -- o_seq: the new change's seq; NULL when the head is not at p_expect (NULL: no document),
-    -- with the head in o_rev, o_body, o_deleted (all NULL: there is none); 0 when another
-    -- writer created the document meanwhile.
+    -- with the head in o_rev, o_body, o_deleted (all NULL: there is none), also when another
+    -- writer created the document meanwhile; 0 when that document is gone again.
     DECLARE
         h_rev TEXT; h_body JSONB; h_deleted SMALLINT;
     BEGIN
@@ -275,7 +275,13 @@ POSTGRES_FUNCTIONS = (
             INSERT INTO docs (db, id, rev, body, deleted) VALUES (p_db, p_id, p_rev, p_text::jsonb, p_deleted)
                 ON CONFLICT (db, id) DO NOTHING;
             IF NOT FOUND THEN
-                o_seq := 0;
+                -- another writer created it meanwhile (and has committed: the insert waited):
+                -- hand back its head, so that the write is judged again against it
+                SELECT d.rev, d.body::text, d.deleted INTO o_rev, o_body, o_deleted FROM docs d
+                    WHERE d.db = p_db AND d.id = p_id FOR UPDATE;
+                IF NOT FOUND THEN
+                    o_seq := 0;
+                END IF;
                 RETURN;
             END IF;
         END IF;
