@@ -232,8 +232,8 @@ def run_jobs(run: Run) -> None:
         rows,
         "   jobs/s: median over the runs; total: first create -> last done committed (skyhub: 'at' of the last\n"
         "   transition to done; Procrastinate: the last 'succeeded' event); tail: after the last create.\n"
-        "   per worker (last run): skyhub, changes delivered to each worker's handler (3 per job: pending, running,\n"
-        "   done; a worker stops before delivering the no-op tail); Procrastinate, jobs each worker ran.",
+        "   per worker (last run): skyhub, changes delivered to each worker's handler (1 per job and warm-up job:\n"
+        "   the handler skips its own running and done writes); Procrastinate, jobs each worker ran.",
     ))
 
 
