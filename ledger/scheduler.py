@@ -13,7 +13,7 @@ import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .actor import tick as tick_actor
@@ -113,9 +113,14 @@ class Scheduler:
                 datetime.fromtimestamp(self.clock.now_ms() / 1000, tz=UTC) if manual else self.scheduled_time(t)
             )
         event = TickEvent(name, scheduled_time, manual)
-        if not self.store.claim_tick_run(name, event.scheduled_ms, self.owner):
-            log.debug("tick %s at %s already run elsewhere", name, scheduled_time.isoformat())
-            return "skipped"
+        while not self.store.claim_tick_run(name, event.scheduled_ms, self.owner):
+            if not manual:
+                log.debug("tick %s at %s already run elsewhere", name, scheduled_time.isoformat())
+                return "skipped"
+            # a run asked for by a person is never skipped: another one that began in the same
+            # millisecond has that slot, so this one is recorded a millisecond later
+            scheduled_time += timedelta(milliseconds=1)
+            event = TickEvent(name, scheduled_time, manual)
         try:
             t.fn(event, self.context(t))
         except Exception as exc:

@@ -41,6 +41,17 @@ def test_two_processes_never_run_the_same_tick_instance(make_store):
     assert [(r.owner, r.outcome) for r in recorded] == [("b", "ok"), ("a", "ok")]
 
 
+def test_runs_asked_for_by_a_person_in_the_same_millisecond_both_run(make_store):
+    clock = FakeClock(1_700_000_000_000)  # the clock stands still: both runs begin in the same millisecond
+    runs = []
+    tick = Tick("publish", "1m", lambda event, ctx: runs.append(event.scheduled_ms))
+    a = Scheduler(make_store(clock=clock), [tick], clock=clock, owner="a")
+    b = Scheduler(make_store(clock=clock), [tick], clock=clock, owner="b")
+    assert a.run("publish", manual=True) == "ok" and b.run("publish", manual=True) == "ok"
+    assert len(runs) == 2 and runs[1] == runs[0] + 1
+    assert sorted(r.owner for r in a.store.tick_runs("publish")) == ["a", "b"]
+
+
 def test_a_failing_tick_is_recorded_with_its_error(store):
     def boom(event, ctx):
         raise RuntimeError("upstream said no")
