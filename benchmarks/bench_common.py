@@ -9,7 +9,9 @@ import multiprocessing
 import os
 import platform
 import shutil
+import signal
 import sqlite3
+import subprocess
 import tempfile
 import time
 import uuid
@@ -278,3 +280,26 @@ def wait_ready(ready: Any, count: int, procs: Sequence[Any], timeout: float = 60
         if isinstance(msg, tuple) and msg and msg[0] == "error":
             raise RuntimeError(f"child process failed to start: {msg[1]}")
         got += 1
+
+
+def memory_kb(pid: int) -> dict[str, int]:
+    """VmRSS (resident now) and VmHWM (the peak) of process ``pid``, in kB, from /proc."""
+    got = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                got[key] = int(value.split()[0])
+    return got
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 30.0) -> int | None:
+    """Ask a child process to stop (SIGTERM), kill it after ``timeout`` s; its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode

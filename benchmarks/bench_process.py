@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -91,17 +90,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _status(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM of ``pid`` in kB."""
-    got = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                got[key] = int(value.split()[0])
-    return got
-
-
 def _health(url: str) -> int | None:
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
@@ -145,28 +133,17 @@ def idle_hub(bot: bool, vault_key: bool, settle_s: float) -> dict[str, Any]:
                 time.sleep(0.05)
                 status = _health(url)
             up_s = time.monotonic() - started
-            at_health = _status(proc.pid)
+            at_health = bc.memory_kb(proc.pid)
             time.sleep(settle_s)
             if proc.poll() is not None:
                 raise RuntimeError(f"skyhub run exited {proc.returncode} while idle: {_tail(log_path)}")
-            settled = _status(proc.pid)
+            settled = bc.memory_kb(proc.pid)
         finally:
-            code = _stop(proc)
+            code = bc.stop_process(proc)
         if code != 0:
             raise RuntimeError(f"skyhub run did not stop cleanly on SIGTERM (exit {code}): {_tail(log_path)}")
     return {"rss_mb": settled["VmRSS"] / 1024, "hwm_mb": settled["VmHWM"] / 1024,
             "rss_at_health_mb": at_health["VmRSS"] / 1024, "health": status, "up_s": up_s, "exit": code}
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> int | None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-    return proc.returncode
 
 
 def _tail(path: str) -> str:

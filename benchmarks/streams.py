@@ -21,7 +21,6 @@ import asyncio
 import atexit
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -68,11 +67,8 @@ class HubProcess:
             raise RuntimeError("skyhub run did not start:\n" + "".join(self.lines[-20:]))
 
     def rss_mb(self) -> float:
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return float("nan")
+        """The hub's resident memory now, MB."""
+        return bc.memory_kb(self.proc.pid)["VmRSS"] / 1024
 
     def cpu_s(self) -> float:
         """User + system CPU seconds the hub has used so far."""
@@ -81,13 +77,8 @@ class HubProcess:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        """SIGTERM, then kill after 30 s."""
+        bc.stop_process(self.proc)
 
 
 # ---- the streams (a child process) ---------------------------------------------------------
