@@ -14,10 +14,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
-
 from ledger import Conflict, Context, Forbidden, Ledger, LedgerError, TickEvent
-from platforms import AuthFailure, PlatformError, RateLimited
+from platforms import AuthFailure, FetchRefused, PlatformError, RateLimited
 from platforms.bluesky import Bluesky, new_rkey
 
 from .machine import DB
@@ -54,7 +52,7 @@ def reply(event: TickEvent, ctx: Context) -> dict[str, int]:
         version = ctx.vault.usable(cred).get("version")
     except LedgerError:
         version = None  # flagged or missing: bluesky(ctx) below says so, when a mention is due
-    replier = Replier(ctx.db, s.reply_template, pages=PageCheck(ctx.http, int(s.page_wait * 1000)),
+    replier = Replier(ctx.db, s.reply_template, pages=PageCheck(ctx.fetch, int(s.page_wait * 1000)),
                       credential=cred, session_version=version)
     return replier.run(lambda: bluesky(ctx))
 
@@ -63,24 +61,30 @@ class PageCheck:
     """Does a built page answer yet? The builder writes ``built`` before the workflow's push,
     and GitHub Pages serves a push a minute or more later: a reply must not link to a 404.
 
-    Without ``http`` no page is checked. ``wait_ms`` is how long a reply waits for its page;
-    ``timeout`` (seconds) bounds one check.
+    The page is fetched through the guarded fetcher (``ctx.fetch``): the URL came from the
+    builder, so it is held to the same rules as any URL a client gave (public https addresses
+    unless the operator allows more, every redirect checked). Without a fetcher no page is
+    checked (unit tests of the reply's other steps). ``wait_ms`` is how long a reply waits for
+    its page; ``timeout`` (seconds) bounds one check.
     """
 
-    def __init__(self, http: httpx.Client | None, wait_ms: int, timeout: float = 10.0) -> None:
-        self.http = http
+    def __init__(self, fetch: Any | None, wait_ms: int, timeout: float = 10.0) -> None:
+        self.fetch = fetch
         self.wait_ms = wait_ms
         self.timeout = timeout
 
-    def problem(self, url: str) -> str | None:
-        """None when the page answers with a success, else what it answered."""
-        if self.http is None or not url.startswith(("http://", "https://")):
+    def problem(self, url: str) -> tuple[str, bool] | None:
+        """None when the page answers with a success; else what it answered, and whether that is
+        final (a URL the hub will never fetch: the reply ends in ``error`` at once)."""
+        if self.fetch is None:
             return None
         try:
-            response = self.http.get(url, timeout=self.timeout, follow_redirects=True)
-        except httpx.HTTPError as exc:
-            return f"{type(exc).__name__}"
-        return None if response.status_code < 400 else f"HTTP {response.status_code}"
+            got = self.fetch.get(url, what=f"the page {url[:200]}", timeout=self.timeout, accept="text/html,*/*")
+        except FetchRefused as exc:
+            return exc.reason, True
+        except PlatformError as exc:
+            return exc.reason, False
+        return None if got.status < 400 else (f"HTTP {got.status}", False)
 
 
 class Replier:
@@ -143,8 +147,11 @@ class Replier:
         url = (doc.get("result") or {}).get("url")
         if not url:
             return self._move(doc, "error", lastError="the build result has no url")
-        problem = None if doc.get("replyRkey") else self.pages.problem(url)  # a fixed key: posting was decided
-        if problem is not None:  # not up yet: wait (not an attempt), within page_wait
+        found = None if doc.get("replyRkey") else self.pages.problem(url)  # a fixed key: posting was decided
+        if found is not None and found[1]:  # a URL the hub will never fetch: never posted
+            return self._move(doc, "error", lastError=f"the build's page cannot be checked, so it is not posted: {found[0]}")
+        if found is not None:  # not up yet: wait (not an attempt), within page_wait
+            problem = found[0]
             since = int(doc.get("pageWaitSince") or self.now())
             if self.now() - since >= self.pages.wait_ms:
                 minutes = self.pages.wait_ms / 60_000

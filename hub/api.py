@@ -41,6 +41,7 @@ from pydantic import BaseModel, Field, SecretStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ledger import Change, Forbidden, Invalid, Ledger, LedgerError
+from publishers.media import DB as MEDIA_DB
 from vault import DB as VAULT_DB
 from vault import NoMasterKey, Vault, credential_id
 from vault.keys import ALTERNATIVES
@@ -49,8 +50,10 @@ from vault.rotation import verify as verify_now
 from .app import App
 from .auth import AUTH_DB, Authenticator, Principal, Unauthorized
 from .gate import MAX_BODY, PRINCIPAL, Gate, Unprocessable
+from .headers import DOCS_PATHS, DOCS_ROUTES, SecureHeaders
 from .health import HealthProbe
 from .stream import EventStream, Fanout, event
+from .throttle import Failures
 from .worker import Worker
 
 log = logging.getLogger(__name__)
@@ -200,12 +203,14 @@ def _unreadable(cause: BaseException) -> str:
 
 # ---- what streams and pages show -----------------------------------------------------------
 def visible(c: Change) -> dict[str, Any] | None:
-    """A change as the API shows it: none of the auth database, no vault ciphertext."""
+    """A change as the API shows it: none of the auth database, no vault ciphertext, no image bytes."""
     if c.db == AUTH_DB:
         return None
     item = c.as_dict()
     if c.db == VAULT_DB:
         item["doc"] = {k: v for k, v in c.doc.items() if k != "sealed"}
+    elif c.db == MEDIA_DB:  # an image's bytes (up to 683 KB a chunk) would flood every stream: its size is shown instead
+        item["doc"] = {k: v for k, v in c.doc.items() if k != "data"}
     return item
 
 
@@ -232,20 +237,24 @@ def create_api(app: App) -> FastAPI:
         version="1",
         description="The skyhub ledger over HTTP: documents, queries, history, the change stream and machines.",
         responses=ERRORS,
+        docs_url=None,  # /docs is served from the installed package instead of a CDN (hub/headers.py)
+        redoc_url=None,
         **_QUIET,
     )
+    api.router.routes.extend(DOCS_ROUTES)
     api.state.public_url = settings.public_url or f"http://{settings.host}:{settings.port}"  # hub/server.py sets the bound one
     authenticator = Authenticator(store, lambda: api.state.public_url)
-    public = {p for p in (*PUBLIC, api.openapi_url, api.docs_url, api.redoc_url, api.swagger_ui_oauth2_redirect_url) if p}
+    public = {p for p in (*PUBLIC, *DOCS_PATHS, api.openapi_url) if p}
     probe = HealthProbe(app)
     pool = Worker("api", settings.http.threads)  # the endpoints' store calls: see hub/worker.py
+    api.state.failures = Failures()  # refused credentials, per address: the gate's and the console's sign-in
     api.add_middleware(
         Gate, authenticator=authenticator, clock=store.clock, public=public, max_body=MAX_BODY,
-        body_timeout=settings.http.body_timeout, run=pool.run,
+        body_timeout=settings.http.body_timeout, run=pool.run, failures=api.state.failures,
     )
     fanout = Fanout(
         store, render, queue_size=settings.http.stream_queue, keepalive=settings.http.stream_keepalive,
-        stopping=app.stopping.is_set, run=pool.run,
+        stopping=app.stopping.is_set,
     )
 
     def pooled(endpoint: Callable[P, T]) -> Callable[P, Awaitable[T]]:
@@ -456,7 +465,8 @@ def create_api(app: App) -> FastAPI:
     from .api_publish import publish_router
 
     api.include_router(publish_router(app))
-    __import__("hub.console", fromlist=["mount"]).mount(api, app)  # the console at / (hub/console), outermost
+    __import__("hub.console", fromlist=["mount"]).mount(api, app)  # the console at / (hub/console), in front of the API
+    api.add_middleware(SecureHeaders)  # outermost: every answer, the console's included, gets the security headers
     return api
 
 

@@ -1,4 +1,5 @@
 """The publishing endpoints: ``POST /v1/publish`` queues a post as the authenticated person,
+``POST /v1/media`` uploads an image for a Bluesky post (the bytes, never a path),
 exactly as ``skyhub publish ig|threads|bsky`` does; ``GET /v1/publish`` lists queued posts a
 page at a time, with what the tick does next. ``hub/api.py`` mounts them::
 
@@ -15,11 +16,15 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
-from ledger import Ledger
+from ledger import Invalid, Ledger
+from publishers import media
 from publishers.errors import PostInvalid
+from publishers.images import MIME, sniff
 from publishers.listing import next_step, page
 from publishers.queue import new_request, queue
+from publishers.validate import BSKY_IMAGE_BYTES, UPLOAD_TYPES, Admission
 
 from .app import App
 from .auth import Principal, Unauthorized
@@ -28,12 +33,25 @@ from .gate import PRINCIPAL
 Platform = Literal["ig", "threads", "bsky"]
 
 
-class ImageIn(BaseModel):
-    """One image: a public https URL (Instagram and Threads fetch it: a JPEG), and its alt text."""
+class UploadIn(BaseModel):
+    """An image uploaded with ``POST /v1/media`` (Bluesky only): what that call answered."""
 
     model_config = ConfigDict(extra="forbid")
-    url: str = Field(max_length=2048)
-    alt: str = ""
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=1)
+    type: str
+    chunks: list[str] = Field(max_length=64)
+    name: str = Field("", max_length=200)
+
+
+class ImageIn(BaseModel):
+    """One image: a public https URL (Instagram and Threads fetch it: a JPEG), or for Bluesky an
+    upload from ``POST /v1/media``; and its alt text."""
+
+    model_config = ConfigDict(extra="forbid")
+    url: str | None = Field(None, max_length=2048)
+    upload: UploadIn | None = None
+    alt: str = Field("", max_length=5000)
 
 
 class PublishIn(BaseModel):
@@ -53,6 +71,10 @@ class Queued(BaseModel):
     id: str
     queued: bool = Field(description="False when the same post was already queued (nothing new was written)")
     status: str
+
+
+class Uploaded(BaseModel):
+    upload: dict[str, Any] = Field(description="Give this as an image's upload in POST /v1/publish")
 
 
 class PublishPage(BaseModel):
@@ -85,10 +107,25 @@ def publish_router(app: App) -> APIRouter:
         if not account:
             raise PostInvalid(f"no account: give account, or set publish.accounts.{body.platform} on the hub")
         request = new_request(body.platform, account=account, slug=body.slug, caption=body.caption,
-                              images=[i.model_dump() for i in body.images], at=body.at, reply_to=body.replyTo,
+                              images=[i.model_dump(exclude_none=True) for i in body.images], at=body.at, reply_to=body.replyTo,
                               now_ms=app.store.clock.now_ms())
-        doc, queued = queue(Ledger(app.store, who.actor), request, image_hosts=list(section.image_hosts) or None, local_files=False)
+        doc, queued = queue(Ledger(app.store, who.actor), request, admission=Admission.from_settings(app.settings))
         return Queued(id=doc["_id"], queued=queued, status=doc["status"])
+
+    @router.post("/v1/media", response_model=Uploaded, openapi_extra={"requestBody": {
+        "required": True, "content": {t: {"schema": {"type": "string", "format": "binary"}} for t in UPLOAD_TYPES}}})
+    async def upload_image(request: Request, who: Principal = Depends(principal)) -> Uploaded:
+        """Upload an image for a Bluesky post (the request's body is the file, at most 1,000,000 bytes); give
+        the answer's ``upload`` as an image of ``POST /v1/publish``. The same bytes twice are one upload."""
+        data = await request.body()
+        kind = sniff(data)[0]
+        if not data or kind is None:
+            raise Invalid("the body must be a JPEG, PNG, GIF or WebP image")
+        if len(data) > BSKY_IMAGE_BYTES:
+            raise Invalid(f"the image is {len(data):,} bytes; a Bluesky image is at most {BSKY_IMAGE_BYTES:,} bytes")
+        name = request.headers.get("x-file-name", "")[:200].replace("/", "_").replace("\\", "_")
+        upload = await run_in_threadpool(media.store, Ledger(app.store, who.actor), data, name=name, mime=MIME[kind])
+        return Uploaded(upload=upload)
 
     @router.get("/v1/publish", response_model=PublishPage)
     def list_posts(

@@ -56,6 +56,7 @@ def open_app_store(settings: Settings, rules: Rules | None = None) -> Store:
     """The store the settings name, with every product's rules."""
     s = settings.store
     rules = rules if rules is not None else build_rules()
+    rules.configure(settings.section)  # guards judge writes with the hub's real settings (image hosts, fetch policy)
     for name in s.indexes:
         db, dot, field = name.partition(".")
         if not dot:
@@ -70,7 +71,23 @@ def services_for(settings: Settings, key: KeyLoader | None = None) -> Services:
     from vault import Vault
 
     loader = key or KeyLoader(settings.section("vault").key_file)
-    return Services(vault=lambda db: Vault(db, loader), http=_LazyHttp(settings.platforms.timeout), platforms=settings.platforms)  # type: ignore[arg-type]
+    return Services(vault=lambda db: Vault(db, loader), http=_LazyHttp(settings.platforms.timeout), platforms=settings.platforms,  # type: ignore[arg-type]
+                    fetch=_LazyFetcher(settings.fetch))
+
+
+class _LazyFetcher:
+    """The guarded fetcher (``platforms.fetcher``), made on first use like the HTTP client."""
+
+    def __init__(self, section: Any) -> None:
+        self._section = section
+        self._fetcher: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._fetcher is None:
+            from platforms.fetcher import Fetcher, FetchPolicy
+
+            self._fetcher = Fetcher(FetchPolicy.of(self._section))
+        return getattr(self._fetcher, name)
 
 
 class _LazyHttp:

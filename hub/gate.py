@@ -34,6 +34,7 @@ from ledger.document import MAX_DOC_BYTES
 from ledger.errors import EXIT_ERROR
 
 from .auth import SCHEME, Authenticator, Principal
+from .throttle import Failures
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,32 @@ class RequestTimeout(LedgerError):
     exit_code = EXIT_ERROR
 
 
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(key)
+        out[key] = value
+    return out
+
+
+def _no_duplicate_keys(text: str) -> None:
+    """Refuse a JSON body that gives one key twice: parsers disagree on which value wins (the
+    last, here), so a body that means two things to two readers is refused, not guessed at.
+    Anything else wrong with the JSON is left to the endpoint, which names it."""
+    try:
+        json.loads(text, object_pairs_hook=_unique)
+    except _Duplicate as dup:
+        raise Unprocessable(f"the body gives the key {dup.key[:60]!r} twice in one object: give each key once") from None
+    except (ValueError, RecursionError):
+        return
+
+
 class _Gone(Exception):
     """The client went away while its body was being read: there is no one to answer."""
 
@@ -76,8 +103,10 @@ class Gate:
     def __init__(
         self, app: ASGIApp, *, authenticator: Authenticator, clock: Clock, public: Collection[str],
         max_body: int, body_timeout: float, run: Callable[..., Awaitable[Any]] = run_in_threadpool,
+        failures: Failures | None = None,
     ) -> None:
         self.app = app
+        self.failures = failures or Failures()  # a refused credential's answer waits (hub/throttle.py)
         self.authenticator = authenticator
         self.clock = clock
         self.public = frozenset(public)
@@ -102,6 +131,9 @@ class Gate:
             principal, body = await self._admit(scope, path, receive)
             unread = False
         except LedgerError as exc:
+            if exc.status == 401 and header(scope, b"authorization") is not None:  # a credential was tried and refused
+                client = scope.get("client") or ("", 0)
+                await asyncio.sleep(self.failures.failed(str(client[0])))
             await answer(send, exc, close=unread)
             return
         except _Gone:
@@ -120,9 +152,11 @@ class Gate:
         principal = first if isinstance(first, Principal) else await self.run(self.authenticator.verify, first, body)
         if body:
             try:
-                body.decode("utf-8")
+                text = body.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise Unprocessable(f"the body is not valid UTF-8 (byte {exc.start}): send JSON encoded as UTF-8") from None
+            if text.lstrip()[:1] in ("{", "["):
+                _no_duplicate_keys(text)
         return principal, body
 
     def _check_length(self, scope: Scope) -> None:

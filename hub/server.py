@@ -246,6 +246,10 @@ def make_server(api: Any, host: str, port: int, settings: Settings) -> uvicorn.S
         h11_max_incomplete_event_size=HEADER_BYTES,
         limit_concurrency=http.max_connections,
         backlog=2048,
+        # X-Forwarded-For/-Proto only from proxies the operator names (uvicorn's default trusts 127.0.0.1, so a
+        # proxy on this machine would let every client choose the address the hub sees)
+        proxy_headers=bool(http.trusted_proxies),
+        forwarded_allow_ips=list(http.trusted_proxies) or [],
     )
     return HubServer(config, bound)
 

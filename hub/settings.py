@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import ipaddress
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import SecretStr, ValidationError, create_model
+from pydantic import SecretStr, ValidationError, create_model, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -89,6 +90,10 @@ class HttpSettings(Section):
     """changes waiting for one slow change stream before that stream is dropped with a reason"""
     stream_keepalive: Interval = 15.0
     """a comment line on a quiet change stream, this often"""
+    trusted_proxies: list[str] = []
+    """addresses of reverse proxies whose X-Forwarded-For and X-Forwarded-Proto headers the hub believes (`["127.0.0.1"]` for a proxy on the same machine); none by default, so a client cannot pose as another address"""
+    metrics_from_loopback: bool = False
+    """serve `/metrics` without a token to requests from this machine's loopback address; off by default, because a reverse proxy on the same machine makes every outside request come from loopback (leave it off behind one, or list the proxy in trusted_proxies)"""
 
 
 class PlatformSettings(Section):
@@ -108,6 +113,32 @@ class PlatformSettings(Section):
     """the Threads API version"""
     timeout: Interval = 10.0
     """the time limit of one call to a platform"""
+
+
+class FetchSettings(Section):
+    """``[fetch]``: the guarded fetcher (platforms/fetcher.py), the one way the hub fetches a URL someone else chose
+    (a post's image, a built page, a probe's lane)."""
+
+    allow_http: bool = False
+    """fetch plain http:// URLs too (https only by default)"""
+    allow_networks: list[str] = []
+    """networks the hub may fetch from although they are not public, as CIDR (`["10.1.2.0/24"]`); none by default: loopback, private, link-local and reserved addresses are refused"""
+    max_redirects: int = 3
+    """redirects followed, each checked like the first URL"""
+    max_bytes: int = 10 * 1024 * 1024
+    """the most one fetch reads (an image for Bluesky is capped lower, at its limit)"""
+    timeout: Interval = 10.0
+    """the whole fetch, every redirect included, must end within this"""
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            try:
+                ipaddress.ip_network(item.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not a network: write it like 10.0.0.0/8, 127.0.0.1/32 or fd00::/8") from None
+        return value
 
 
 class Settings(BaseSettings):
@@ -144,6 +175,7 @@ class Settings(BaseSettings):
     feed: FeedSettings = FeedSettings()
     sweep: SweepSettings = SweepSettings()
     platforms: PlatformSettings = PlatformSettings()
+    fetch: FetchSettings = FetchSettings()
 
     @classmethod
     def settings_customise_sources(
@@ -257,4 +289,4 @@ def describe() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-__all__ = ["FeedSettings", "HttpSettings", "PlatformSettings", "Settings", "StoreSettings", "SweepSettings", "describe", "load_settings", "settings_model"]
+__all__ = ["FeedSettings", "FetchSettings", "HttpSettings", "PlatformSettings", "Settings", "StoreSettings", "SweepSettings", "describe", "load_settings", "settings_model"]

@@ -16,8 +16,10 @@ none (issue 9). Now:
   can still carry it, and its connection is closed (at once, if the client is not reading).
   The client resumes with ``Last-Event-ID``.
 - **Resuming without gaps or duplicates.** A client resuming from a sequence number older than
-  the buffer reads the gap from the store first (page by page, at its own pace), then joins
-  the live batches from where it got to; a stream skips what it has already sent.
+  the buffer reads the gap from the store first (pages of at most 64 KB, each written before
+  the next is read, in threads of their own: at its own pace, and never ahead of the API's
+  requests), then joins the live batches from where it got to; a stream skips what it has
+  already sent.
 
 The reader runs while at least one stream is open, and starts again from the head when the
 next one opens.
@@ -32,7 +34,6 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ledger import Change, LedgerError
@@ -64,6 +65,14 @@ MIN_PAUSE = 0.05
 PAUSE_PER_STREAM = 0.001
 MAX_PAUSE = 0.25
 SAFETY_READ = 10.0  # a read even without a wake-up, in case one was lost
+# A stream catching up from an old seq holds one page at a time: each page is written before the
+# next is read, and a client that does not read blocks the write (the connection's buffer is
+# full), so an unread stream costs a page and a socket buffer, never the log. Measured with
+# benchmarks/streams.py (200 unread streams from since=0 over a log of 20,000 1 KB documents):
+# pages of 500 changes took the hub from 163 to 500 MiB; pages of at most 64 KB add ~DDD MiB.
+CATCHUP_BYTES = 64 * 1024
+CATCHUP_PAGE = 200  # changes read from the store per page (then cut at CATCHUP_BYTES)
+CATCHUP_THREADS = 2
 TICK = 1.0  # how often the reader looks at the clock when nothing happens
 FAREWELL_S = 1.0  # how long a dropped stream's last words may take before the connection is cut
 
@@ -112,14 +121,12 @@ class Fanout:
 
     ``render`` makes a change's event (b"" for a change streams do not show); ``queue_size`` and
     ``buffer`` count changes, ``keepalive`` and ``write_timeout`` are seconds (see the module
-    docstring); ``stopping`` says when the hub is stopping; ``run`` is where a stream catching up
-    reads the store.
+    docstring); ``stopping`` says when the hub is stopping.
     """
 
     def __init__(
         self, store: Any, render: Callable[[Change], bytes], *, queue_size: int = 1000, buffer: int = BUFFER, keepalive: float = 15.0,
         write_timeout: float | None = None, pause_per_stream: float = PAUSE_PER_STREAM, stopping: Callable[[], bool] = lambda: False,
-        run: Callable[..., Awaitable[Any]] = run_in_threadpool,
     ) -> None:
         self.store = store
         self.render = render
@@ -130,7 +137,6 @@ class Fanout:
         self.write_timeout = write_timeout if write_timeout is not None else max(30.0, 2 * keepalive)
         self.pause_per_stream = pause_per_stream
         self.stopping = stopping
-        self.run = run  # where streams catching up read the store
         self.dropped = 0
         self._clients: set[Subscriber] = set()  # every open stream, catching up or live
         self._live: set[Subscriber] = set()  # those that get the live batches
@@ -139,6 +145,9 @@ class Fanout:
         self._reader: asyncio.Task[None] | None = None
         self._start_lock: asyncio.Lock | None = None
         self._worker = Worker("stream-reader")
+        # streams catching up read the store here, never in the API's pool: 200 streams opened at
+        # since=0 used to queue 200 reads before every request (/health took 2 s)
+        self._catchup = Worker("stream-catchup", CATCHUP_THREADS)
 
     def stats(self) -> dict[str, Any]:
         """Open streams, those on the live batches, streams dropped so far and the last seq read (for ``/health``)."""
@@ -160,13 +169,13 @@ class Fanout:
                 await self._write(sub, send, HELLO)
                 await self._start()
                 while sub.pos < self._lo and not (sub.gone or sub.reason):  # older than the buffer: from the store
-                    batch = await self.run(self._read, sub.pos, self.page)
-                    if not batch:
+                    last, data = await self._catchup.run(self._read_page, sub.pos)
+                    if last is None:
                         break
-                    sub.pos = batch[-1][0]
-                    data = b"".join(text for _, text in batch)
-                    if data:
+                    sub.pos = last
+                    if data:  # one page held per stream: the next is read once the client has taken this one
                         await self._write(sub, send, data)
+                    del data
                 if not (sub.gone or sub.reason):
                     self._join(sub)
                 while not sub.gone:
@@ -325,6 +334,21 @@ class Fanout:
 
     def _read(self, after: int, limit: int) -> list[Rendered]:
         return [(c.seq, self.render(c)) for c in self.store.changes(after, limit)]
+
+    def _read_page(self, after: int) -> tuple[int | None, bytes]:
+        """A catching-up stream's next page: the changes after ``after``, rendered, up to
+        ``CATCHUP_BYTES`` (at least one); (the last seq read, or None at the end; the bytes)."""
+        out: list[bytes] = []
+        size = 0
+        last: int | None = None
+        for change in self.store.changes(after, min(CATCHUP_PAGE, self.page)):
+            text = self.render(change)
+            last = change.seq
+            out.append(text)
+            size += len(text)
+            if size >= CATCHUP_BYTES:
+                break
+        return last, b"".join(out)
 
     def _publish(self, batch: list[Rendered]) -> None:
         first, last = batch[0][0], batch[-1][0]

@@ -2,7 +2,8 @@
 
 ``ctx.db`` is a ``Ledger`` bound to the tick's or handler's own actor, ``ctx.now()`` reads the
 store's one injected clock, ``ctx.vault`` decrypts for backend actors, ``ctx.http`` is the
-process's HTTP client (the one transport seam for every platform call), ``ctx.platforms`` says
+process's HTTP client (the one transport seam for every platform call), ``ctx.fetch`` the
+guarded fetcher for every URL a client or an operator chose (``platforms.fetcher``), ``ctx.platforms`` says
 where the platforms are (the ``[platforms]`` settings), ``ctx.settings`` is the product's own
 settings section and ``ctx.log`` a logger named after the actor. Nothing else: a tick keeps no state between runs, so every one of them runs on a fake clock with a
 mocked transport in a test.
@@ -56,6 +57,7 @@ class Services:
     vault: Callable[[Ledger], Secrets] | None = None  # the vault as one actor sees it
     http: httpx.Client | None = None
     platforms: Any = None  # the [platforms] settings section: where to call
+    fetch: Any = None  # the guarded fetcher (platforms.fetcher.Fetcher) for URLs someone else chose
 
 
 @dataclass
@@ -69,6 +71,7 @@ class Context:
     platforms: Any = None
     vault: Secrets = field(default_factory=lambda: _Missing("vault"))
     http: httpx.Client = field(default_factory=lambda: _Missing("HTTP client"))  # type: ignore[assignment]
+    fetch: Any = field(default_factory=lambda: _Missing("guarded fetcher"))
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("skyhub"))
     tries: int = 0  # handlers: failed deliveries of this change before this one
 
@@ -92,5 +95,7 @@ def make_context(
             ctx.vault = services.vault(db)
         if services.http is not None:
             ctx.http = services.http
+        if services.fetch is not None:
+            ctx.fetch = services.fetch
         ctx.platforms = services.platforms
     return ctx

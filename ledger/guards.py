@@ -13,11 +13,20 @@ Doc = dict[str, Any]
 
 @dataclass(frozen=True)
 class GuardContext:
-    """What a guard may look at besides the two bodies: who writes, when, the attempt limit."""
+    """What a guard may look at besides the two bodies: which document, who writes, when, the attempt limit, and
+    the hub's settings (``section("publish")``: the real ones the store was opened with, None
+    for a store opened without settings, where a guard applies its own strict defaults)."""
+
     actor: str
     now_ms: int
     max_attempts: int
     noun: str  # "job", "mention", ... for messages
+    settings: Callable[[str], Any] | None = None
+    doc_id: str = ""  # the id of the document written
+
+    def section(self, name: str) -> Any | None:
+        """A settings section by name (``"publish"``, ``"fetch"``), or None when the store has no settings."""
+        return self.settings(name) if self.settings is not None else None
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ transaction (``Forbidden`` with a readable reason), and renders itself as Mermai
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,13 +148,15 @@ class Machine:
         """Whether ``doc`` is of this machine's kind (or the machine takes any kind)."""
         return doc is not None and doc.get(self.kind_field) == self.kind
 
-    def check(self, old: Doc | None, new: Doc | None, actor: str, now_ms: int) -> None:
+    def check(self, old: Doc | None, new: Doc | None, actor: str, now_ms: int,
+              settings: Callable[[str], Any] | None = None, doc_id: str = "") -> None:
         """Raise Forbidden unless ``actor`` may move the document from ``old`` to ``new``.
 
-        ``old`` is the head body (None for a new document), ``new`` None for a delete.
+        ``old`` is the head body (None for a new document), ``new`` None for a delete;
+        ``settings`` gives guards the hub's settings sections by name, ``doc_id`` the document's id.
         """
         noun = self.kind
-        ctx = GuardContext(actor=actor, now_ms=now_ms, max_attempts=self.max_attempts, noun=noun)
+        ctx = GuardContext(actor=actor, now_ms=now_ms, max_attempts=self.max_attempts, noun=noun, settings=settings, doc_id=doc_id)
         is_admin = actor == "admin"
         if new is None:
             if not is_admin and not any(p.matches(actor) for p in self.delete_by):
@@ -250,8 +252,14 @@ class Rules:
         self._machines: dict[str, list[Machine]] = {}
         self._policies: dict[str, DbPolicy] = {}
         self._indexes: dict[tuple[str, str], None] = {}
+        self._settings: Callable[[str], Any] | None = None
         for m in machines:
             self.declare(m)
+
+    def configure(self, settings: Callable[[str], Any]) -> None:
+        """Give guards the hub's settings: ``settings(name)`` returns a section (called when a
+        guard asks, so a store whose writes need none loads none)."""
+        self._settings = settings
 
     def declare(self, machine: Machine) -> Machine:
         """Add ``machine`` to the rules (one per database and kind); returns it."""
@@ -292,8 +300,9 @@ class Rules:
                 return m
         return None
 
-    def check(self, db: str, old: Doc | None, new: Doc | None, actor: str, now_ms: int, *, blind: bool) -> None:
-        """Raise Forbidden, naming the rule, unless ``actor`` may write ``new`` over ``old`` in ``db`` now."""
+    def check(self, db: str, old: Doc | None, new: Doc | None, actor: str, now_ms: int, *, blind: bool, doc_id: str = "") -> None:
+        """Raise Forbidden, naming the rule, unless ``actor`` may write ``new`` over ``old`` in ``db`` now
+        (``doc_id``: the document's id, for guards that check it)."""
         policy = self._policies.get(db, DbPolicy())
         if blind and old is not None and not any(p.matches(actor) for p in policy.blind):
             raise Forbidden(
@@ -303,7 +312,7 @@ class Rules:
         if machine is not None:
             if old is not None and not machine.governs(old) and actor != "admin":
                 raise Forbidden(f"a document in {db!r} cannot become a {machine.kind}")
-            machine.check(old if machine.governs(old) else None, new, actor, now_ms)
+            machine.check(old if machine.governs(old) else None, new, actor, now_ms, self._settings, doc_id)
             return
         if not any(p.matches(actor) for p in policy.free):
             raise Forbidden(f"{actor} may not write this document in {db!r}: no machine there allows it")

@@ -275,7 +275,7 @@ class SQLStore:
             raise NotFound(f"no document {id!r} in {db!r}")
         old = head.body if live else None  # type: ignore[union-attr]
         blind = if_rev is None and not create_only
-        self.rules.check(db, old, None if deleted else body, actor, now, blind=blind)
+        self.rules.check(db, old, None if deleted else body, actor, now, blind=blind, doc_id=id)
         return next_rev(head.rev if head else None, text, deleted)
 
     def _written(self, db: str, id: str, body: Doc, rev: str, deleted: bool, actor: str, now: int, seq: int) -> Doc:

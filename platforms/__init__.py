@@ -8,6 +8,8 @@
     platforms.usage      Meta's rate-limit usage headers, parsed
     platforms.bluesky    the Bluesky adapter: the only module that imports ``atproto``
     platforms.richtext   Bluesky facets (links, mentions, hashtags) and the grapheme count
+    platforms.addresses  which URLs and addresses the hub may fetch (``FetchPolicy``), no I/O
+    platforms.fetcher    the guarded fetcher: every URL a client or an operator chose
 
 Every client takes the process's ``httpx.Client`` (``ctx.http`` in a tick), so a test passes
 ``httpx.Client(transport=httpx.MockTransport(handler))`` or uses respx, and closing a client
@@ -21,6 +23,7 @@ from .errors import (
     Answer,
     AuthFailure,
     Failed,
+    FetchRefused,
     NetworkError,
     NotReady,
     PlatformError,
@@ -32,6 +35,6 @@ from .errors import (
 )
 
 __all__ = [
-    "Answer", "AuthFailure", "Failed", "NetworkError", "NotReady", "PlatformError", "QuotaExceeded", "RateLimited",
+    "Answer", "AuthFailure", "Failed", "FetchRefused", "NetworkError", "NotReady", "PlatformError", "QuotaExceeded", "RateLimited",
     "Rejected", "Transient", "scrub",
 ]

@@ -9,6 +9,8 @@
         ├── NotReady      a container is still being processed: ask again later    503, exit 1
         ├── QuotaExceeded the account's publishing limit is used up for now        429, exit 1
         ├── Rejected      the platform refused the content; retrying will not help 422, exit 1
+        ├── FetchRefused  the guarded fetcher will not fetch a URL (not public, too 422, exit 1
+        │                 large, too many redirects): give another
         └── Failed        any other refusal                                        502, exit 1
 
 The HTTP status is what the hub's API answers when such an error surfaces through it: the
@@ -166,6 +168,14 @@ class Rejected(PlatformError):
     code = "platform_rejected"
     status = 422
     advice = "the platform refused this content: change it (image, caption, text) and queue it again"
+
+
+class FetchRefused(PlatformError):
+    """The guarded fetcher will not fetch this URL (scheme, address, size, redirects): retrying will not help."""
+
+    code = "fetch_refused"
+    status = 422
+    advice = "give a public https URL"
 
 
 class Failed(PlatformError):

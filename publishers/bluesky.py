@@ -72,9 +72,8 @@ class Posts:
             return {"uri": existing["uri"], "cid": existing["cid"]}
         text = str(doc.get("caption", doc.get("text")) or "")
         pictures = []
-        timeout = getattr(self.run.ctx.platforms, "timeout", None)
         for n, image in enumerate(doc.get("images") or [], start=1):
-            data = images.load(self.run.ctx.http, image["url"], n=n, timeout=timeout)
+            data = images.load(self.run.ctx, image, n=n)
             blob = self.client.upload_blob(data.data, data.mime)
             pictures.append(Image(blob, alt=image.get("alt") or "", width=data.width, height=data.height))
         reply = self._reply(str(doc["replyTo"])) if doc.get("replyTo") else None

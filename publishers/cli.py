@@ -8,6 +8,7 @@ written or sent. Locally the commands write the ledger; with ``--hub`` they go t
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Protocol, cast
 
 import click
@@ -15,10 +16,11 @@ import click
 from ledger import Env, Ledger, NotFound, Usage
 from ledger.text import cell, iso, table
 
+from . import media
 from .listing import listing, next_step
 from .machine import DB, KIND
-from .queue import API_FIELDS, cancel, new_request, queue, request_id, retry
-from .validate import BSKY_IMAGE_BYTES, PLATFORMS, is_local
+from .queue import API_FIELDS, cancel, new_request, queue, request_id, resolve, retry
+from .validate import BSKY_IMAGE_BYTES, PLATFORMS, Admission, is_local
 
 
 class RemotePublisher(Protocol):
@@ -45,7 +47,8 @@ def _queue_command(platform: str) -> click.Command:
     ))
     @click.option("--slug", required=True, help="A name for this post, unique per account (the request id is PLATFORM:ACCOUNT:SLUG).")
     @click.option("--image", "images", multiple=True, metavar="URL", help="An image (repeat for a carousel); "
-                  + ("a public https JPEG URL." if platform != "bsky" else "a URL or a file on this machine."))
+                  + ("a public https JPEG URL." if platform != "bsky" else
+                     "a public https URL, or a file on this machine (its bytes are uploaded with the post)."))
     @click.option("--alt", "alts", multiple=True, metavar="TEXT", help="Alt text of the image before it (repeat, in the same order).")
     @click.option("--caption", default="", help="The post's words.")
     @click.option("--at", "at", metavar="TIME", help="Publish no sooner than this, with its time zone: 2026-12-01T09:00:00+01:00.")
@@ -62,15 +65,22 @@ def _queue_command(platform: str) -> click.Command:
         account = account or section.accounts.get(platform)
         if not account:
             raise Usage(f"no account: pass --account, or set publish.accounts.{platform} (SKYHUB_PUBLISH__ACCOUNTS__{platform.upper()})")
-        pairs = [{"url": url if not (platform == "bsky" and is_local(url)) else _absolute(url), "alt": alts[i] if i < len(alts) else ""}
-                 for i, url in enumerate(images)]
         ledger = Ledger(env.store, env.actor())
+        files = {url: _read(url) for url in images if platform == "bsky" and is_local(url)}  # read before anything is written
+        pairs: list[dict[str, Any]] = []
+        for i, url in enumerate(images):
+            alt = alts[i] if i < len(alts) else ""
+            if url in files:  # the bytes travel with the post, never the path
+                data, mime = files[url]
+                pairs.append({"upload": media.store(ledger, data, name=os.path.basename(url), mime=mime), "alt": alt})
+            else:
+                pairs.append({"url": url, "alt": alt})
         body = new_request(platform, account=account, slug=slug, caption=caption, images=pairs, at=at, reply_to=reply_to,
                            now_ms=ledger.now())
         if env.remote:
             out = cast(RemotePublisher, env.store).publish_queue({k: body[k] for k in API_FIELDS if k in body})
         else:
-            doc, queued = queue(ledger, body, image_hosts=list(section.image_hosts) or None)
+            doc, queued = queue(ledger, body, admission=Admission.from_settings(env))
             out = {"id": doc["_id"], "queued": queued, "status": doc["status"], "rev": doc["_rev"]}
         click.echo(json.dumps(out))
         if not out["queued"]:
@@ -79,16 +89,23 @@ def _queue_command(platform: str) -> click.Command:
     return command
 
 
-def _absolute(path: str) -> str:
+def _read(path: str) -> tuple[bytes, str]:
+    """A Bluesky image from this machine: its bytes and type, refused here when it cannot be a Bluesky image."""
     from pathlib import Path
+
+    from .images import MIME, sniff
 
     file = Path(path).expanduser()
     if not file.is_file():
-        raise Usage(f"image {path} is not a file here")
+        raise Usage(f"image {path} is not a file here (give a file on this machine, or a public https URL)")
     size = file.stat().st_size
     if size > BSKY_IMAGE_BYTES:
         raise Usage(f"image {path} is {size:,} bytes; a Bluesky image is at most {BSKY_IMAGE_BYTES:,} bytes")
-    return str(file.resolve())
+    data = file.read_bytes()[:BSKY_IMAGE_BYTES + 1]
+    kind = sniff(data)[0]
+    if kind is None:
+        raise Usage(f"image {path} is not a JPEG, PNG, GIF or WebP image")
+    return data, MIME[kind]
 
 
 for _platform in PLATFORMS:
@@ -168,6 +185,21 @@ def publish_cancel(env: Env, request: str) -> None:
     Example: skyhub publish cancel ig:17841400000000000:launch
     """
     _moved(env, request, "cancelled", cancel(Ledger(env.store, env.actor()), request))
+
+
+@publish_group.command("resolve")
+@click.argument("request", metavar="ID")
+@click.option("--media", "media_id", required=True, metavar="MEDIA_ID", help="The candidate media this post became.")
+@click.pass_obj
+def publish_resolve(env: Env, request: str, media_id: str) -> None:
+    """Say which media a post that needs a person became (`publish show ID` lists its candidates).
+
+    A publish that went live without a clear answer is matched to the account's recent media by
+    its caption; when another unresolved post has the same caption, a person chooses.
+
+    Example: skyhub publish resolve ig:17841400000000000:launch --media 17890000000000001
+    """
+    _moved(env, request, "done", resolve(Ledger(env.store, env.actor()), request, media_id))
 
 
 __all__ = ["next_step", "publish_group", "request_id"]

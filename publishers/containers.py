@@ -35,15 +35,16 @@ from datetime import datetime
 from typing import Any
 
 from platforms.errors import AuthFailure, NotReady, PlatformError, QuotaExceeded, RateLimited, Rejected
-from platforms.meta import ContainerStatus, Instagram, PublishingLimit, Threads
+from platforms.meta import ContainerStatus, Instagram, Media, PublishingLimit, Threads
 
 from .accounts import Account
-from .machine import MAX_RECREATES
+from .machine import DB, KIND, MAX_RECREATES
 from .steps import Run, Step
 
 log = logging.getLogger(__name__)
 THREADS_SETTLE_MS = 30_000  # Meta: wait about 30 s after creating a Threads container before publishing it
 MATCH_SLACK_MS = 300_000  # Meta's timestamps are whole seconds on Meta's clock: look a little before the intent
+CLOCK_SLACK_MS = 2_000  # a media this close before the intent counts as after it (whole seconds, two clocks)
 RECENT_PAGES = 3
 
 
@@ -83,6 +84,8 @@ class Containers:
 
     def _advance(self, step: Step) -> str:
         doc, intent = step.doc, step.intent
+        if doc["status"] == "needs-person":  # live: only which media it became is open
+            return self.reconsider(step)
         if intent is not None:
             if intent.get("step") == "publish":
                 return self._resolve_publish(step, intent)
@@ -285,25 +288,91 @@ class Containers:
         return self._call_publish(step, attempts=attempt)
 
     def _find(self, step: Step, since: int) -> str:
-        """The container is PUBLISHED: find its media among the account's recent media."""
+        """The container is PUBLISHED: find the media it became among the account's recent media.
+
+        Meta does not say which media a container became, so the media is matched by its
+        caption, from ``MATCH_SLACK_MS`` before the intent on (Meta's clock). Media another
+        post of the account already recorded is not a candidate. When another post of the
+        account with the same caption is unresolved too, the two cannot be told apart: the post
+        goes to ``needs-person`` with its candidates, never silently to the wrong media. Else
+        the earliest candidate after the intent is this post's."""
+        found = self._candidates(step, since)
+        if not found:
+            step.write(lastError=f"{self.name} says container {step.doc.get('carouselId')} is published, but the post is not among "
+                                 "the account's recent media yet: it is looked up again on the next run")
+            return "looking"
+        rivals = self._rivals(step)
+        if rivals:
+            return self._ask(step, found, rivals)
+        after = [m for m in found if (_meta_time(m.timestamp) or 0) >= since - CLOCK_SLACK_MS]
+        chosen = min(after, key=_when) if after else max(found, key=_when)
+        return self._done(step, chosen.id, chosen.permalink)
+
+    def _candidates(self, step: Step, since: int) -> list[Media]:
+        """Recent media with this post's caption, from a little before ``since``, that no other post recorded."""
         caption = str(step.doc.get("caption", step.doc.get("text")) or "").strip()
+        out: list[Media] = []
         after: str | None = None
         for _ in range(RECENT_PAGES):
             page = self.client.recent_media(self.user_id, after=after)
+            older = False
             for media in page.items:
                 when = _meta_time(media.timestamp)
                 if when is not None and when < since - MATCH_SLACK_MS:
+                    older = True
                     break
-                if (media.text or "").strip() == caption:
-                    return self._done(step, media.id, media.permalink)
-            else:
-                after = page.after
-                if after:
+                if media.id and (media.text or "").strip() == caption and not self._recorded_elsewhere(step, media.id):
+                    out.append(media)
+            after = page.after
+            if older or not after:
+                break
+        return out
+
+    def _recorded_elsewhere(self, step: Step, media_id: str) -> bool:
+        return any(d["_id"] != step.doc["_id"] and d.get("kind") == KIND for d in step.db.query(DB, "mediaId", media_id, limit=5).docs)
+
+    def _rivals(self, step: Step) -> list[str]:
+        """Other posts of this account with the same caption whose media is not known yet either."""
+        doc = step.doc
+        caption = str(doc.get("caption", doc.get("text")) or "").strip()
+        out = []
+        for status in ("carousel-created", "needs-person"):
+            for other in step.db.query_all(DB, "status", status):
+                if (other["_id"] == doc["_id"] or other.get("kind") != KIND or other.get("platform") != doc.get("platform")
+                        or other.get("account") != doc.get("account")
+                        or str(other.get("caption", other.get("text")) or "").strip() != caption):
                     continue
-            break
-        step.write(lastError=f"{self.name} says container {step.doc.get('carouselId')} is published, but the post is not among "
-                             "the account's recent media yet: it is looked up again on the next run")
-        return "looking"
+                intent = other.get("intent") if isinstance(other.get("intent"), dict) else {}
+                if status == "needs-person" or intent.get("step") == "publish":
+                    out.append(other["_id"])
+        return out
+
+    def _ask(self, step: Step, found: list[Media], rivals: list[str]) -> str:
+        """Leave the choice to a person: the candidates, and why."""
+        candidates = [{"mediaId": m.id, "permalink": m.permalink, "timestamp": m.timestamp} for m in sorted(found, key=_when)]
+        if step.doc.get("status") == "needs-person" and step.doc.get("candidates") == candidates:
+            return "needs-person"
+        others = ", ".join(rivals[:3])
+        reason = (f"{self.name} published this post, but {len(candidates)} recent post(s) have its caption and {others} "
+                  f"{'is' if len(rivals) == 1 else 'are'} not resolved either: choose its media "
+                  f"(`skyhub publish resolve {step.doc['_id']} --media MEDIA_ID`, or in the console)")
+        step.settle("needs-person", candidates=candidates, lastError=reason, intent=step.intent)
+        log.warning("publish: %s needs a person: %s", step.doc["_id"], reason, extra={"id": step.doc["_id"]})
+        return "needs-person"
+
+    def reconsider(self, step: Step) -> str:
+        """A post that needs a person, looked at again: once the other posts are resolved and
+        one candidate is left, it is this post's."""
+        intent = step.intent or {}
+        since = int(intent.get("at") or step.doc.get("carouselAt") or step.now())
+        found = self._candidates(step, since)
+        if not found:
+            return "needs-person"
+        rivals = self._rivals(step)
+        offered = {str(c.get("mediaId")) for c in step.doc.get("candidates") or [] if isinstance(c, dict)}
+        if not rivals and len(found) == 1 and found[0].id in offered:
+            return self._done(step, found[0].id, found[0].permalink)
+        return self._ask(step, found, rivals or ["an earlier post"])
 
     def _done(self, step: Step, media_id: str, permalink: str | None) -> str:
         try:
@@ -323,6 +392,10 @@ class Containers:
 
     def _describe(self, status: ContainerStatus) -> str:
         return f"{self.name} container {status.id} is {status.status}{f' ({status.detail})' if status.detail else ''}"
+
+
+def _when(media: Media) -> int:
+    return _meta_time(media.timestamp) or 0
 
 
 def _meta_time(value: str | None) -> int | None:

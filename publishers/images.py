@@ -1,22 +1,29 @@
-"""Images for a Bluesky post: the bytes (from a URL through ``ctx.http``, or a file on this
-machine), their type and their size in pixels, read from the file's header in pure Python
-(JPEG SOF, PNG IHDR, GIF, WebP VP8/VP8L/VP8X), so that ``aspectRatio`` needs no imaging library.
+"""Images for a Bluesky post: the bytes (fetched from a URL through the guarded fetcher, or
+reassembled from an upload in the ledger), their type and their size in pixels, read from the
+file's header in pure Python (JPEG SOF, PNG IHDR, GIF, WebP VP8/VP8L/VP8X), so that
+``aspectRatio`` needs no imaging library.
+
+The hub never opens a path a document names: a file travels as an upload (``publishers.media``),
+and a URL is fetched only through ``ctx.fetch`` (``platforms.fetcher``: public https addresses,
+every redirect checked, size and time capped).
 
 Every failure is a ``ContentProblem`` with one sentence naming the image; ``permanent`` tells a
-content problem (too large, not an image, a 404) from one worth trying again (a timeout, a 5xx).
+content problem (too large, not an image, a 404, a URL the hub will not fetch) from one worth
+trying again (a timeout, a 5xx).
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
+from platforms.errors import FetchRefused, PlatformError
 
+from . import media
 from .errors import ContentProblem
-from .validate import BSKY_IMAGE_BYTES, is_local
+from .validate import BSKY_IMAGE_BYTES
 
 MIME = {"jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "webp": "image/webp"}
 
@@ -31,9 +38,18 @@ class ImageData:
     height: int | None
 
 
-def load(http: httpx.Client, source: str, *, n: int, limit: int = BSKY_IMAGE_BYTES, timeout: float | None = None) -> ImageData:
-    """Image ``n`` of a post from ``source`` (a URL or a path), at most ``limit`` bytes."""
-    data = _read_file(source, n, limit) if is_local(source) else _fetch(http, source, n, limit, timeout)
+def load(ctx: Any, image: dict[str, Any], *, n: int, limit: int = BSKY_IMAGE_BYTES) -> ImageData:
+    """Image ``n`` of a post (``{"url"}`` or ``{"upload"}``), at most ``limit`` bytes; ``ctx`` is the tick's context."""
+    if isinstance(image.get("upload"), dict):
+        upload = image["upload"]
+        data = media.read(ctx.db, upload, n=n)
+        source = str(upload.get("name") or "an upload")
+    else:
+        source = str(image.get("url", ""))
+        data = _fetch(ctx.fetch, source, n, limit)
+    if len(data) > limit:
+        raise ContentProblem(f"image {n} ({_short(source)}) is {len(data):,} bytes; a Bluesky image is at most {limit:,} bytes",
+                             permanent=True)
     kind, width, height = sniff(data)
     if kind is None:
         raise ContentProblem(f"image {n} ({_short(source)}) is not a JPEG, PNG, GIF or WebP image", permanent=True)
@@ -44,43 +60,21 @@ def _short(source: str) -> str:
     return source if len(source) <= 80 else source[:77] + "..."
 
 
-def _read_file(path: str, n: int, limit: int) -> bytes:
-    file = Path(path).expanduser()
+def _fetch(fetcher: Any, url: str, n: int, limit: int) -> bytes:
+    what = f"image {n} ({_short(url)})"
     try:
-        size = file.stat().st_size
-        if size > limit:
-            raise ContentProblem(f"image {n} ({path}) is {size:,} bytes; a Bluesky image is at most {limit:,} bytes", permanent=True)
-        return file.read_bytes()
-    except FileNotFoundError:
-        raise ContentProblem(f"image {n} ({path}) is not a file on the machine that publishes (the hub)", permanent=True) from None
-    except OSError as exc:
-        raise ContentProblem(f"image {n} ({path}) cannot be read: {exc.strerror}", permanent=True) from None
-
-
-def _fetch(http: httpx.Client, url: str, n: int, limit: int, timeout: float | None) -> bytes:
-    host = urlsplit(url).hostname or url
-    try:
-        with http.stream("GET", url, follow_redirects=True, timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT) as response:
-            if response.status_code >= 400:
-                permanent = response.status_code < 500 and response.status_code not in (408, 429)
-                raise ContentProblem(f"image {n} ({_short(url)}) could not be fetched: {host} answered HTTP {response.status_code}",
-                                   permanent=permanent)
-            declared = response.headers.get("content-length")
-            if declared and declared.isdigit() and int(declared) > limit:
-                raise ContentProblem(f"image {n} ({_short(url)}) is {int(declared):,} bytes; a Bluesky image is at most {limit:,} bytes",
-                                   permanent=True)
-            chunks: list[bytes] = []
-            size = 0
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                if size > limit:  # a server that does not say, or says wrong: stop reading at the limit
-                    raise ContentProblem(f"image {n} ({_short(url)}) is over {limit:,} bytes, the most a Bluesky image may be",
-                                       permanent=True)
-                chunks.append(chunk)
-            return b"".join(chunks)
-    except httpx.TransportError as exc:
-        raise ContentProblem(f"image {n} ({_short(url)}) could not be fetched: {host} did not answer ({type(exc).__name__}); "
-                           "it is tried again later", permanent=False) from exc
+        got = fetcher.get(url, what=what, max_bytes=limit, accept="image/*")
+    except FetchRefused as exc:
+        raise ContentProblem(exc.reason, permanent=True) from None
+    except PlatformError as exc:  # the network, a timeout, a name that does not resolve: try again later
+        raise ContentProblem(f"{exc.reason.removesuffix('.')}; it is tried again later" if "again later" not in exc.reason
+                             else exc.reason, permanent=False) from None
+    if got.status >= 400:
+        permanent = got.status < 500 and got.status not in (408, 429)
+        host = urlsplit(got.url).hostname or "the host"
+        raise ContentProblem(f"{what} could not be fetched: {host} answered HTTP {got.status}", permanent=permanent)
+    content: bytes = got.content
+    return content
 
 
 def sniff(data: bytes) -> tuple[str | None, int | None, int | None]:

@@ -7,6 +7,8 @@
     X --> X                                                        intents, holds, waits (tick:publish)
     X --> error                                                    with a lastError (tick:publish)
     items-created | carousel-created --> pending                   recreate (expired or failed containers), at most twice
+    carousel-created --> needs-person --> done                     a publish that went live and cannot be told apart
+                                                                   from another post's: a person picks its media
     pending --> cancelled, error --> pending                       people: cancel, retry
 
 The tick walks one step per request per run; intents are written with ``if_rev`` before any
@@ -31,10 +33,13 @@ def _valid(old: dict[str, Any] | None, new: dict[str, Any], ctx: GuardContext) -
     refused = fresh(old, new, ctx)
     if refused:
         return refused
-    from .validate import problems  # the rules of each platform load with the first new post
+    from .validate import Admission, creator_problem, new_problems  # each platform's rules load with the first new post
 
-    found = problems(new)
-    return found[0] if found else None
+    refused = creator_problem(ctx)
+    if refused:
+        return refused
+    found = new_problems(new, Admission.for_guard(ctx))
+    return "; ".join(found) if found else None
 
 
 def _published(old: dict[str, Any] | None, new: dict[str, Any], ctx: GuardContext) -> str | None:
@@ -62,10 +67,34 @@ def _recreate(old: dict[str, Any] | None, new: dict[str, Any], ctx: GuardContext
     return None
 
 
+# What the tick writes as it walks a post: a retried post starts over without any of them.
+TICK_FIELDS = ("mediaId", "recordUri", "recordCid", "permalink", "publishedAt", "intent", "containers", "carouselId",
+               "carouselAt", "checks", "held", "rkey", "recreates", "fetchedAgain", "candidates", "lastError", "notBefore")
+
+
 def _retry(old: dict[str, Any] | None, new: dict[str, Any], ctx: GuardContext) -> str | None:
-    for field in ("mediaId", "recordUri", "permalink"):
-        if new.get(field):
+    for field in TICK_FIELDS:
+        if field in new and field not in ("lastError", "notBefore"):
             return f"a retried post starts over without {field}"
+    if new.get("attempts") != 0:
+        return "a retried post starts over with attempts at 0"
+    return None
+
+
+def _candidates(old: dict[str, Any] | None, new: dict[str, Any], ctx: GuardContext) -> str | None:
+    found = new.get("candidates")
+    if not isinstance(found, list) or not found or not all(isinstance(c, dict) and c.get("mediaId") for c in found):
+        return "a post that needs a person lists the candidate media (candidates: [{mediaId, permalink, timestamp}])"
+    return None
+
+
+def _chosen(old: dict[str, Any] | None, new: dict[str, Any], ctx: GuardContext) -> str | None:
+    refused = _published(old, new, ctx)
+    if refused:
+        return refused
+    offered = {str(c.get("mediaId")) for c in (old or {}).get("candidates") or [] if isinstance(c, dict)}
+    if str(new.get("mediaId")) not in offered:
+        return f"choose one of the candidate media ({', '.join(sorted(offered))})"
     return None
 
 
@@ -75,6 +104,8 @@ has_error = Guard("lastError", _has_error)
 has_reason = Guard("skipReason", _has_reason)
 recreate = Guard("recreate", _recreate)
 retry = Guard("retry", _retry)
+has_candidates = Guard("candidates", _candidates)
+chosen = Guard("one of the candidates", _chosen)
 
 STEPS = ("pending", "items-created", "carousel-created")
 
@@ -92,6 +123,9 @@ PUBLISH = Machine(
         Edge("pending", "pending", by=PUBLISHER),  # intents, holds, waits on each step
         Edge("items-created", "items-created", by=PUBLISHER),
         Edge("carousel-created", "carousel-created", by=PUBLISHER),
+        Edge("carousel-created", "needs-person", by=PUBLISHER, guards=[has_candidates]),
+        Edge("needs-person", "needs-person", by=PUBLISHER, guards=[has_candidates]),
+        Edge("needs-person", "done", by=[*PEOPLE, PUBLISHER], guards=[chosen]),
         Edge("pending", "cancelled", by=PEOPLE),
         Edge("error", "pending", by=PEOPLE, guards=[retry]),
     ],

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ledger import ADMIN, Context, Policy, Product, Tick, TickEvent, tick, user
 
 from .machine import DB, PUBLISH
+from .media import CHUNKS
 
 if TYPE_CHECKING:
     from .settings import PublishSettings
@@ -28,9 +29,9 @@ def _ticks(section: PublishSettings) -> Sequence[Tick]:
 
 PUBLISHERS = Product(
     "publish", "Publishing: queued Instagram carousels, Threads and Bluesky posts walked to done, never twice.",
-    machines=[PUBLISH],
+    machines=[PUBLISH, CHUNKS],
     policies=[Policy(ACCOUNTS_DB, free=(tick("publish"), user(), ADMIN))],
-    indexes=[(DB, "kind"), (DB, "slug")],
+    indexes=[(DB, "kind"), (DB, "slug"), (DB, "mediaId")],
     settings="publishers.settings:PublishSettings",
     ticks=_ticks,
     tick_help={"publish": "walks each queued post one step (containers, carousel, publish; a Bluesky record) to done with its permalink, never twice"},

@@ -13,8 +13,8 @@ from typing import Any
 from ledger import Conflict, Ledger
 
 from .errors import PostInvalid
-from .machine import DB, KIND
-from .validate import PLATFORMS, parse_at, problems
+from .machine import DB, KIND, TICK_FIELDS
+from .validate import PLATFORMS, Admission, parse_at, problems
 
 CONTENT = ("platform", "account", "slug", "images", "caption", "text", "replyTo", "at")
 API_FIELDS = ("platform", "account", "slug", "caption", "images", "at", "replyTo")  # what POST /v1/publish takes
@@ -45,9 +45,11 @@ def new_request(
     return body
 
 
-def queue(db: Ledger, body: dict[str, Any], *, image_hosts: list[str] | None = None, local_files: bool = True) -> tuple[dict[str, Any], bool]:
-    """Validate and write a request. Returns (the document, whether it was queued now)."""
-    found = problems(body, now_ms=db.now(), image_hosts=image_hosts, local_files=local_files)
+def queue(db: Ledger, body: dict[str, Any], *, admission: Admission) -> tuple[dict[str, Any], bool]:
+    """Validate and write a request, judged by the hub's settings (``admission``; the machine's
+    start guard judges the write again in its transaction). Returns (the document, whether it
+    was queued now)."""
+    found = problems(body, now_ms=db.now(), admission=admission)
     if found:
         raise PostInvalid("; ".join(found))
     doc_id = request_id(body["platform"], body["account"], body["slug"])
@@ -64,8 +66,7 @@ def queue(db: Ledger, body: dict[str, Any], *, image_hosts: list[str] | None = N
         ) from None
 
 
-RETRY_RESET = ("lastError", "recreates", "intent", "containers", "carouselId", "carouselAt", "checks", "held", "notBefore",
-               "fetchedAgain", "rkey")  # what a retried post starts over without
+RETRY_RESET = TICK_FIELDS  # what a retried post starts over without
 
 
 def _move(db: Ledger, doc_id: str, status: str, allowed: tuple[str, ...], **fields: Any) -> dict[str, Any]:
@@ -94,3 +95,25 @@ def retry(db: Ledger, doc_id: str) -> dict[str, Any]:
 def cancel(db: Ledger, doc_id: str) -> dict[str, Any]:
     """Cancel a post that has not started publishing (still pending)."""
     return _move(db, doc_id, "cancelled", ("pending",))
+
+
+def resolve(db: Ledger, doc_id: str, media_id: str) -> dict[str, Any]:
+    """Record which of the candidate media a post that needs a person became (see ``containers``)."""
+    from ledger import NotFound
+
+    try:
+        doc = db.get(DB, doc_id)
+    except NotFound:
+        raise NotFound(f"no queued post {doc_id!r} (ids look like ig:ACCOUNT:SLUG; see `skyhub publish ls`)") from None
+    if doc.get("kind") != KIND or doc.get("status") != "needs-person":
+        raise PostInvalid(f"{doc_id} is {doc.get('status')}: only a post that needs a person has candidates to choose from")
+    offered = {str(c.get("mediaId")): c for c in doc.get("candidates") or [] if isinstance(c, dict)}
+    chosen = offered.get(media_id)
+    if chosen is None:
+        raise PostInvalid(f"{media_id!r} is not a candidate of {doc_id}: choose one of {', '.join(sorted(offered))}")
+    body = {k: v for k, v in doc.items() if not k.startswith("_")}
+    body.update(status="done", mediaId=media_id, permalink=chosen.get("permalink") or f"media {media_id}",
+                publishedAt=db.now(), updatedAt=db.now())
+    body.pop("intent", None)
+    body.pop("lastError", None)
+    return db.put(DB, body, doc_id, if_rev=doc["_rev"])

@@ -13,7 +13,9 @@ class PublishSettings(Section):
     accounts: dict[str, str] = {}
     """the account a post goes to without --account, per platform: `ig = "17841400000000000"`, `threads = "..."`, `bsky = "shop.bsky.social"`"""
     image_hosts: list[str] = []
-    """hosts images may come from (empty: any public https host)"""
+    """hosts images may come from (empty: any host with a public address; see [fetch])"""
+    devices: list[str] = []
+    """device actors allowed to queue posts, as `["device:scheduler"]` (none by default: only people queue posts, so a leaked CI key cannot post)"""
     status_checks: int = 5
     """checks of a container that is still IN_PROGRESS, a minute apart, before it is recreated"""
     check_every: Interval = 60.0

@@ -3,11 +3,14 @@
 Per run, in this order:
 
 1. **The queue**, read once through the ``status`` index (``pending``, ``items-created``,
-   ``carousel-created``), page by page, keeping ``kind: "publish-request"`` documents that are
+   ``carousel-created``, and ``needs-person``: looked at again once its rivals are resolved), page by page, keeping ``kind: "publish-request"`` documents that are
    due (``notBefore``, and ``at`` for raw writes, in the past).
-2. **Raw duplicates**: a request written raw (``db put`` without an ``_id``) whose platform,
+2. **Checked again**: a request that has not started is held to the rules once more, with the
+   hub's settings now (``validate.problems``); one that breaks them ends ``error`` with the
+   reason, before anything is fetched or sent.
+3. **Raw duplicates**: a request written raw (``db put`` without an ``_id``) whose platform,
    account and slug an earlier request already has ends ``skipped`` with the reason.
-3. **Per account**: its document in ``publish`` (read once; a block makes all its requests
+4. **Per account**: its document in ``publish`` (read once; a block makes all its requests
    wait), its credential (checked and revealed once: missing or flagged holds every request of
    the account, visibly and not as an attempt), then one step per request, in queue order
    (``publishers.containers`` for Instagram and Threads, ``publishers.bluesky`` for Bluesky).
@@ -29,7 +32,7 @@ from .accounts import Account
 from .machine import DB, KIND, STEPS
 from .queue import request_id
 from .steps import Run
-from .validate import CREDENTIAL_PLATFORM, parse_at
+from .validate import CREDENTIAL_PLATFORM, Admission, parse_at, problems
 
 log = logging.getLogger(__name__)
 PAGE = 200
@@ -48,10 +51,12 @@ class Credential:
 def publish(event: TickEvent, ctx: Context) -> dict[str, int]:
     """The ``publish`` tick (see the module docstring); how many requests ended each way."""
     run = Run(ctx)
+    admission = _admission(run)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for doc in due(run):
-        if doc["status"] == "pending" and not doc.get("intent") and duplicate_of(run, doc):
-            continue
+        if doc["status"] == "pending" and not doc.get("intent"):
+            if refused(run, doc, admission) or duplicate_of(run, doc):
+                continue
         groups.setdefault((doc["platform"], doc["account"]), []).append(doc)
     for (platform, account), docs in groups.items():
         advance_account(run, platform, account, docs)
@@ -60,7 +65,7 @@ def publish(event: TickEvent, ctx: Context) -> dict[str, int]:
 
 def queued(run: Run) -> Iterator[dict[str, Any]]:
     """Every queued request, through the status index, a page at a time."""
-    for status in STEPS:
+    for status in (*STEPS, "needs-person"):
         for doc in run.ctx.db.query_all(DB, "status", status, page_size=PAGE):
             if doc.get("kind") == KIND:
                 yield doc
@@ -83,6 +88,35 @@ def due(run: Run) -> list[dict[str, Any]]:
 def _ms(value: Any) -> int:
     """An epoch-ms field as written by the tick; anything else (a raw write's typo) counts as unset."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _admission(run: Run) -> Admission:
+    """The hub's rules as this run sees them: its settings, and the fetcher's policy."""
+    try:
+        web = run.ctx.fetch.policy
+    except LedgerError:  # a context without a fetcher (a test): the strictest policy
+        web = Admission().web
+    s = run.settings
+    return Admission(image_hosts=tuple(h.lower() for h in getattr(s, "image_hosts", ()) or ()), web=web,
+                     devices=tuple(getattr(s, "devices", ()) or ()))
+
+
+def refused(run: Run, doc: dict[str, Any], admission: Admission) -> bool:
+    """Check a post again before its first step, with the hub's settings now (a post queued before
+    a setting changed, or before a rule existed, is held to today's): nothing checked at queue time
+    is trusted blindly. True when it ended in ``error``."""
+    found = problems(doc, admission=admission)
+    if not found:
+        return False
+    body = {k: v for k, v in doc.items() if not k.startswith("_")}
+    body.update(status="error", lastError="this post breaks the hub's rules now: " + "; ".join(found), updatedAt=run.now())
+    try:
+        run.ctx.db.put(DB, body, doc["_id"], if_rev=doc["_rev"])
+    except (Conflict, Forbidden):
+        return True  # moved meanwhile: not this run's to step
+    run.counts["error"] += 1
+    log.warning("publish: %s refused: %s", doc["_id"], body["lastError"], extra={"db": DB, "id": doc["_id"]})
+    return True
 
 
 def duplicate_of(run: Run, doc: dict[str, Any]) -> bool:

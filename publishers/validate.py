@@ -1,19 +1,27 @@
 """What a publish request must be before anything is written or sent: one sentence per
 problem, naming the field and the limit ("an Instagram carousel needs 2 to 10 images, got 11").
 
-The same checks run everywhere a request comes in: the CLI (exit 2), the API (422), and the
-machine's start guard for raw writes (403), so a request that is in the ledger is one the
-platform can take.
+The same checks run everywhere a request comes in, with the hub's own settings (``Admission``):
+the machine's start guard runs them in the write's transaction, so a raw ``db put``, the API,
+the console and the CLI meet exactly the same rules (the CLI and the API run them first too, to
+name every problem at once: exit 2, 422); the publish tick runs them again before it fetches or
+sends anything. A request that is in the ledger is one the platform can take, and no request
+can make the hub open one of its files or reach an address of its own network.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from ledger import GuardContext
+from platforms.addresses import FetchPolicy
 from platforms.richtext import graphemes  # Bluesky's count: one implementation, in the adapter
+
+from .media import CHUNK_BYTES
 
 PLATFORMS = {"ig": "Instagram", "threads": "Threads", "bsky": "Bluesky"}
 CREDENTIAL_PLATFORM = {"ig": "instagram", "threads": "threads", "bsky": "bluesky"}
@@ -35,6 +43,59 @@ _HASHTAG = re.compile(r"(?:^|\s)#\w", re.UNICODE)
 _MENTION = re.compile(r"(?:^|\s)@[\w.]", re.UNICODE)
 
 
+# What a new post may carry: its content, and the bookkeeping the queue writes. Anything else
+# (intent, containers, carouselId, mediaId, rkey, held, ...) is the tick's to write: a client
+# that could set them could make the tick record another post's media, or skip a step.
+NEW_FIELDS = frozenset({"kind", "status", "platform", "account", "slug", "caption", "text", "images", "at", "notBefore",
+                        "replyTo", "attempts", "createdAt", "updatedAt"})
+IMAGE_FIELDS = frozenset({"url", "upload", "alt"})
+UPLOAD_FIELDS = frozenset({"sha256", "size", "type", "chunks", "name"})
+UPLOAD_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+REPLY_TO = re.compile(r"^at://did:[a-z0-9]+:[A-Za-z0-9._:%-]{1,240}/app\.bsky\.feed\.post/[A-Za-z0-9._:~-]{1,512}$")
+_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The hub's settings a post is judged by, wherever it comes in: the hosts images may come
+    from (``publish.image_hosts``), what the guarded fetcher may fetch (``[fetch]``) and the
+    devices allowed to queue posts (``publish.devices``). ``Admission()`` is the strictest."""
+
+    image_hosts: tuple[str, ...] = ()
+    web: FetchPolicy = FetchPolicy()
+    devices: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, publish: Any | None, fetch: Any | None) -> Admission:
+        """From the ``[publish]`` and ``[fetch]`` settings sections (None: their defaults)."""
+        return cls(image_hosts=tuple(h.lower() for h in getattr(publish, "image_hosts", None) or ()),
+                   web=FetchPolicy.of(fetch), devices=tuple(getattr(publish, "devices", None) or ()))
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Admission:
+        """From the hub's settings object (anything with ``section(name)``)."""
+        return cls.of(settings.section("publish"), settings.section("fetch"))
+
+    @classmethod
+    def for_guard(cls, ctx: GuardContext) -> Admission:
+        """From the settings the store was opened with (the strictest when it has none)."""
+        return cls.of(ctx.section("publish"), ctx.section("fetch"))
+
+
+def creator_problem(ctx: GuardContext, doing: str = "queue a post") -> str | None:
+    """Why ``ctx.actor`` may not create posts (or their uploads), or None: people may; a device
+    only when ``publish.devices`` names it; ticks and handlers never."""
+    kind = ctx.actor.partition(":")[0]
+    if kind in ("user", "admin"):
+        return None
+    if kind == "device" and ctx.actor in Admission.for_guard(ctx).devices:
+        return None
+    if kind == "device":
+        return (f"{ctx.actor} may not {doing}: only people do, unless the hub's publish.devices names the device "
+                "(SKYHUB_PUBLISH__DEVICES)")
+    return f"{ctx.actor} may not {doing}: only people do"
+
+
 def _text(request: dict[str, Any]) -> str:
     value = request.get("caption", request.get("text", ""))
     return value if isinstance(value, str) else ""
@@ -42,34 +103,58 @@ def _text(request: dict[str, Any]) -> str:
 
 def _images(request: dict[str, Any], problems: list[str]) -> list[dict[str, Any]]:
     images = request.get("images", [])
-    if not isinstance(images, list) or not all(isinstance(i, dict) and isinstance(i.get("url"), str) for i in images):
+    if not isinstance(images, list) or not all(isinstance(i, dict) for i in images):
         problems.append('images must be a list of {"url": ..., "alt": ...}')
         return []
     return images
 
 
+def _short(url: str) -> str:
+    return url if len(url) <= 80 else url[:77] + "..."
+
+
 def is_local(url: str) -> bool:
-    """Whether an image's ``url`` is a path on this machine (anything but an http:// or https:// URL)."""
-    return not url.startswith(("https://", "http://"))
+    """Whether an image given on the command line is a file on this machine (anything but an http:// or https:// URL)."""
+    return not url.lower().startswith(("https://", "http://"))
 
 
-def problems(request: dict[str, Any], *, now_ms: int | None = None, image_hosts: list[str] | None = None,
-             local_files: bool = True) -> list[str]:
+def _upload_problem(n: int, upload: Any) -> str | None:
+    if not isinstance(upload, dict) or set(upload) - UPLOAD_FIELDS:
+        return f"image {n}'s upload must be {{sha256, size, type, chunks, name}} as `skyhub publish` writes it"
+    size, chunks = upload.get("size"), upload.get("chunks")
+    if not isinstance(upload.get("sha256"), str) or not _HEX.match(upload["sha256"]):
+        return f"image {n}'s upload needs the sha256 of its bytes (64 hex digits)"
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= BSKY_IMAGE_BYTES:
+        return f"image {n} is {size!r} bytes; a Bluesky image is 1 to {BSKY_IMAGE_BYTES:,} bytes"
+    if not isinstance(chunks, list) or not all(isinstance(c, str) and _HEX.match(c) for c in chunks) \
+            or len(chunks) != -(-size // CHUNK_BYTES):
+        return f"image {n}'s upload must list the sha256 of each {CHUNK_BYTES // 1024} KiB part of its bytes"
+    if upload.get("type") not in UPLOAD_TYPES:
+        return f"image {n} must be a JPEG, PNG, GIF or WebP image, not {upload.get('type')!r}"
+    name = upload.get("name", "")
+    if not isinstance(name, str) or len(name) > 200 or "/" in name or "\\" in name:
+        return f"image {n}'s upload name is a file name of at most 200 characters, without folders"
+    return None
+
+
+def problems(request: dict[str, Any], *, now_ms: int | None = None, admission: Admission | None = None) -> list[str]:
     """Every problem with ``request`` (a publish-request body), as sentences; [] when it is good.
 
     ``now_ms`` checks that ``at`` is in the future (queueing; the start guard leaves scheduling
-    to the tick); ``image_hosts`` limits where images may come from; ``local_files`` says
-    whether a Bluesky image may be a path on this machine (not over a hub)."""
+    to the tick); ``admission`` holds the hub's settings (image hosts, what may be fetched).
+    No sentence reveals anything of the hub: a URL is judged by its form, never by fetching it."""
+    rules = admission or Admission()
     out: list[str] = []
     platform = request.get("platform")
     if platform not in PLATFORMS:
-        return [f"platform must be one of {', '.join(PLATFORMS)}, got {platform!r}"]
+        return [f"platform must be one of {', '.join(PLATFORMS)}, got {str(platform)[:40]!r}"]
     name = PLATFORMS[str(platform)]
     for field, pattern in (("account", ACCOUNT), ("slug", SLUG)):
         value = request.get(field)
         if not isinstance(value, str) or not pattern.match(value):
             allowed = "'.', '_' or '-'" if field == "slug" else "'.', '_', ':', '@' or '-'"
-            out.append(f"{field} must be 1-{100 if field == 'slug' else 128} letters, digits, {allowed} (got {value!r})")
+            out.append(f"{field} must be 1-{100 if field == 'slug' else 128} letters, digits, {allowed} "
+                       f"(got {str(value)[:60]!r})")
     if "caption" in request and "text" in request and request["caption"] != request["text"]:
         out.append("give the post's words once, as caption (or text), not both")
     text = _text(request)
@@ -77,25 +162,48 @@ def problems(request: dict[str, Any], *, now_ms: int | None = None, image_hosts:
         out.append("caption must be a string")
     images = _images(request, out)
     for n, image in enumerate(images, start=1):
+        extra = sorted(set(image) - IMAGE_FIELDS)
+        if extra:
+            out.append(f"image {n} has {extra[0]!r}: an image is {{url or upload, alt}}")
+            continue
         alt = image.get("alt", "")
         if not isinstance(alt, str):
             out.append(f"image {n}'s alt text must be a string")
         elif len(alt) > ALT:
             out.append(f"image {n}'s alt text is {len(alt):,} characters; the limit is {ALT:,}")
-        url = image["url"]
-        if is_local(url):
+        if ("url" in image) == ("upload" in image):
+            out.append(f"image {n} needs a url, or an upload made by `skyhub publish` (not both)")
+            continue
+        if "upload" in image:
             if platform != "bsky":
-                out.append(f"image {n} is a local path ({url}): {name} fetches images itself, so give a public https URL to a JPEG")
-            elif not local_files:
-                out.append(f"image {n} is a local path ({url}): over a hub, give a URL the hub can fetch")
+                out.append(f"image {n} is an uploaded file: {name} fetches images itself, so give a public https URL to a JPEG")
+            else:
+                problem = _upload_problem(n, image["upload"])
+                if problem:
+                    out.append(problem)
+            continue
+        url = image["url"]
+        if not isinstance(url, str):
+            out.append(f"image {n}'s url must be a string")
+            continue
+        if is_local(url):
+            hint = ("; to post a file from your machine, give it to `skyhub publish bsky --image FILE`, which uploads it"
+                    if platform == "bsky" else "")
+            out.append(f"image {n} must be a public https URL, not a path or another kind of address{hint}")
+            continue
+        if platform != "bsky" and not url.lower().startswith("https://"):
+            out.append(f"image {n} must be an https URL ({name} fetches it), got {url.partition(':')[0]}://")
+            continue
+        refused = rules.web.url_problem(url)
+        if refused:
+            out.append(f"image {n} ({_short(url)}) cannot be used: {refused}")
             continue
         parts = urlsplit(url)
-        if platform != "bsky" and parts.scheme != "https":
-            out.append(f"image {n} must be an https URL ({name} fetches it), got {parts.scheme}://")
         if platform != "bsky" and not parts.path.lower().endswith((".jpg", ".jpeg")):
             out.append(f"image {n} must be a JPEG ({name} takes JPEG only): its URL should end in .jpg or .jpeg")
-        if image_hosts and parts.hostname not in image_hosts:
-            out.append(f"image {n} is on {parts.hostname}, which is not an allowed image host ({', '.join(image_hosts)})")
+        host = (parts.hostname or "").lower().rstrip(".")
+        if rules.image_hosts and host not in rules.image_hosts:
+            out.append(f"image {n} is on {host}, which is not an allowed image host ({', '.join(rules.image_hosts)})")
     if platform == "ig":
         if len(images) > IG_CAROUSEL[1]:
             out.append(f"an Instagram carousel needs {IG_CAROUSEL[0]} to {IG_CAROUSEL[1]} images, got {len(images)}")
@@ -129,17 +237,33 @@ def problems(request: dict[str, Any], *, now_ms: int | None = None, image_hosts:
                 out.append(f"image {n} needs alt text on Bluesky (--alt)")
         if not text and not images:
             out.append("a Bluesky post needs text or an image")
-        reply = request.get("replyTo")
-        if reply is not None and not (isinstance(reply, str) and reply.startswith("at://") and "/app.bsky.feed.post/" in reply):
-            out.append(f"replyTo must be the at:// URI of a Bluesky post, got {reply!r}")
+    reply = request.get("replyTo")
+    if reply is not None:
+        if platform != "bsky":
+            out.append("replyTo is for Bluesky posts")
+        elif not (isinstance(reply, str) and REPLY_TO.match(reply)):
+            out.append(f"replyTo must be the at:// URI of a Bluesky post (at://did:.../app.bsky.feed.post/...), got {str(reply)[:80]!r}")
     at = request.get("at")
     if at is not None:
         when = parse_at(at)
         if when is None:
-            out.append(f"at must be a time with its time zone, like 2026-12-01T09:00:00+01:00, got {at!r}")
+            out.append(f"at must be a time with its time zone, like 2026-12-01T09:00:00+01:00, got {str(at)[:60]!r}")
         elif now_ms is not None and when <= now_ms:
             out.append(f"at ({at}) is in the past: give a future time, or leave it out to publish now")
     return out
+
+
+def new_problems(request: dict[str, Any], admission: Admission) -> list[str]:
+    """``problems`` plus what only a new post is held to: no field but its content (the tick's fields are the tick's)."""
+    extra = sorted(set(request) - NEW_FIELDS)
+    found = [f"a new post cannot carry {extra[0]!r}: only {', '.join(sorted(NEW_FIELDS - {'kind', 'status'}))}"] if extra else []
+    at = request.get("at")
+    if "notBefore" in request and (at is None or request["notBefore"] != parse_at(at)):
+        found.append("notBefore is written from at: give at (a time with its zone) instead")
+    attempts = request.get("attempts", 0)
+    if attempts != 0 or isinstance(attempts, bool):
+        found.append("a new post starts with no attempts")
+    return found + problems(request, admission=admission)
 
 
 def parse_at(value: Any) -> int | None:

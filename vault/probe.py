@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 from ledger import Conflict, Context, Ledger, NotFound, TickEvent
 
 if TYPE_CHECKING:  # httpx loads with the probe tick, not with the vault
-    import httpx
+    from platforms.fetcher import Fetcher
 
 log = logging.getLogger(__name__)
 DB = "probes"
+PROBE_BYTES = 1024 * 1024  # the most of a lane's answer that is read (a health answer is a few bytes)
 
 
 def default_lanes(endpoints: Any) -> dict[str, str]:
@@ -30,17 +31,20 @@ def default_lanes(endpoints: Any) -> dict[str, str]:
 
 def probe_tick(event: TickEvent, ctx: Context) -> dict[str, bool]:
     """The ``probe`` tick: one cheap request per lane in ``[probe.lanes]``."""
-    return Prober(ctx.db, dict(ctx.settings.lanes), ctx.http, timeout=ctx.settings.timeout).run()
+    return Prober(ctx.db, dict(ctx.settings.lanes), ctx.fetch, timeout=ctx.settings.timeout).run()
 
 
 class Prober:
     """Probes lanes and records each in ``probes``: ``lanes`` maps a lane's name to its URL, ``db`` is
-    bound to ``tick:probe``, ``timeout`` is in seconds per request."""
+    bound to ``tick:probe``, ``fetch`` is the guarded fetcher, ``timeout`` is in seconds per request.
 
-    def __init__(self, db: Ledger, lanes: dict[str, str], client: httpx.Client, timeout: float = 5.0) -> None:
+    A lane's URL is the operator's own setting, so its first hop may be http or a private address
+    (a PDS on the same network); a redirect from it is checked like any fetch."""
+
+    def __init__(self, db: Ledger, lanes: dict[str, str], fetch: Fetcher, timeout: float = 5.0) -> None:
         self.db = db  # bound to tick:probe
         self.lanes = lanes
-        self.client = client
+        self.fetch = fetch
         self.timeout = timeout
 
     def run(self) -> dict[str, bool]:
@@ -50,19 +54,17 @@ class Prober:
     def probe(self, lane: str, url: str) -> bool:
         """Request ``url`` once and record the result as ``probes/<lane>``; whether it answered below 500.
         A write that loses a race with another prober is dropped."""
-        import httpx
+        from platforms.errors import PlatformError
 
         started = time.perf_counter()
         error = None
         try:
-            response = self.client.get(url, timeout=self.timeout)
-            ok = response.status_code < 500
+            got = self.fetch.get(url, what=f"lane {lane}", timeout=self.timeout, max_bytes=PROBE_BYTES, trusted=True)
+            ok = got.status < 500
             if not ok:
-                error = f"HTTP {response.status_code}"
-        except httpx.TimeoutException:
-            ok, error = False, "timed out"
-        except httpx.TransportError as exc:
-            ok, error = False, f"{type(exc).__name__}: {exc}"[:300]
+                error = f"HTTP {got.status}"
+        except PlatformError as exc:
+            ok, error = False, exc.reason[:300]
         latency = round((time.perf_counter() - started) * 1000, 1)
         now = self.db.now()
         body = {"kind": "probe", "lane": lane, "url": url, "ok": ok, "latencyMs": latency, "lastError": error, "checkedAt": now}

@@ -63,6 +63,7 @@ def mount(api: FastAPI, app: App) -> Console:
     """Serve the console in front of ``api`` (see the module docstring). Call it last in
     ``create_api``, so the console is the outermost layer."""
     console = Console.make(app, lambda: str(getattr(api.state, "public_url", "") or ""))
+    console.failures = getattr(api.state, "failures", console.failures)  # one count per address for the API and sign-in
     api.add_middleware(Front, console=console, api=api)
     api.state.console = console
     return console

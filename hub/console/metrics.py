@@ -41,6 +41,7 @@ TICK_RUNS_READ = 200  # every run the store keeps per tick (ledger: TICK_RUNS_KE
 PUBLISH_MACHINE = "requests/publish-request"
 MENTION_MACHINE = "requests/mention"
 REPLY_OUTCOMES = {"replied", "error", "skipped"}
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"})
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -174,8 +175,10 @@ class Metrics:
         return generate_latest(self.registry)
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
-        """Count one HTTP request."""
-        self.requests.labels(route, method, str(status)).inc()
+        """Count one HTTP request (a method outside HTTP's standard ones counts as ``other``, a status outside
+        100-599 as ``other``: a client cannot make up label values)."""
+        status_label = str(status) if 100 <= status <= 599 else "other"
+        self.requests.labels(route, method if method in METHODS else "other", status_label).inc()
         self.latency.labels(route).observe(seconds)
 
 

@@ -25,7 +25,7 @@ from publishers.listing import next_step, page
 from publishers.machine import DB as REQUESTS
 from publishers.machine import KIND as PUBLISH_KIND
 from publishers.queue import cancel, new_request, queue, retry
-from publishers.validate import PLATFORMS, problems
+from publishers.validate import PLATFORMS, Admission, problems
 from vault import DB as VAULT_DB
 from vault import Vault
 from vault.credentials import PLATFORMS as CRED_PLATFORMS
@@ -107,6 +107,7 @@ async def sign_in(console: Console, request: Request) -> Response:
     try:
         cookie, _session = await run_in_threadpool(console.sessions.sign_in, token)
     except Unauthorized as exc:
+        await asyncio.sleep(console.failures.failed(request.client.host if request.client else ""))
         return _sign_in_form(console, request, f"Not signed in: {exc.reason}.", 401)
     response = RedirectResponse(_safe_next(fields.get("next")), status_code=303, headers=SECURITY_HEADERS)
     console.set_session_cookie(response, request, cookie, SESSION_MS // 1000)
@@ -298,17 +299,17 @@ async def publish_submit(console: Console, request: Request) -> Response:
     account = form.account or section.accounts.get(form.platform, "")
     if form.platform in PLATFORMS and not account:
         errors.setdefault("account", []).append(f"no account: give one, or set publish.accounts.{form.platform} on the hub")
-    hosts = list(section.image_hosts) or None
+    admission = Admission.from_settings(console.app.settings)
     body = new_request(form.platform, account=account, slug=form.slug, caption=form.caption, images=form.images,
                        at=form.at_iso, reply_to=form.reply_to or None, now_ms=now)
     if "platform" not in errors:
-        for sentence in problems(body, now_ms=now, image_hosts=hosts, local_files=False):
+        for sentence in problems(body, now_ms=now, admission=admission):
             if not (sentence.startswith("account") and "account" in errors):
                 errors.setdefault(field_for(sentence), []).append(sentence)
     if errors:
         return await _publish_view(console, request, session, form, errors, 422)
     try:
-        doc, queued = await run_in_threadpool(queue, Ledger(console.app.store, session.actor), body, image_hosts=hosts, local_files=False)
+        doc, queued = await run_in_threadpool(queue, Ledger(console.app.store, session.actor), body, admission=admission)
     except PostInvalid as exc:
         for sentence in exc.reason.split("; "):
             errors.setdefault(field_for(sentence), []).append(sentence)
@@ -510,10 +511,11 @@ async def static(console: Console, request: Request) -> Response:
 
 
 async def metrics(console: Console, request: Request) -> Response:
-    """``GET /metrics``: to loopback or a person's token."""
+    """``GET /metrics``: to a person's token (or loopback, when the operator allows it)."""
     if not await run_in_threadpool(console.metrics_allowed, request):
-        return Response("metrics need a person's token (Authorization: Bearer skh_...) or a request from this machine\n",
-                        status_code=401, headers={"WWW-Authenticate": 'Bearer realm="skyhub"'})
+        return Response("metrics need a person's token (Authorization: Bearer skh_...): give Prometheus one "
+                        "(authorization: {credentials_file: ...} in its scrape config)\n",
+                        status_code=401, headers={"WWW-Authenticate": 'Bearer realm="skyhub"', **SECURITY_HEADERS})
     console.activity.start(console.app.stopping)
     data = await run_in_threadpool(console.metrics.scrape)
     return Response(data, media_type=CONTENT_TYPE, headers={"Cache-Control": "no-store"})

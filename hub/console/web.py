@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from ..stream import Fanout
+from ..throttle import Failures
 from .activity import Activity
 from .metrics import Metrics
 from .sessions import COOKIE, PRE_COOKIE, Session, Sessions, csrf_ok
@@ -75,6 +76,7 @@ class Console:
     metrics: Metrics
     started_at: int
     _fanout: Fanout | None = None
+    failures: Failures = field(default_factory=Failures)  # refused sign-ins wait a little (hub/throttle.py)
 
     @property
     def fanout(self) -> Fanout:
@@ -176,10 +178,12 @@ class Console:
         return PlainTextResponse(exc.reason, status_code=exc.status, headers=SECURITY_HEADERS)
 
     def metrics_allowed(self, request: Request) -> bool:
-        """A person's token (Bearer), or a request from this machine (loopback)."""
+        """A person's token (Bearer); or, when the operator turned it on (``http.metrics_from_loopback``), a
+        request from this machine's loopback address (the address as the hub sees it: a proxy's forwarded
+        address only when the proxy is in ``http.trusted_proxies``)."""
         client = request.client.host if request.client else ""
         try:
-            if ipaddress.ip_address(client).is_loopback:
+            if self.app.settings.http.metrics_from_loopback and ipaddress.ip_address(client).is_loopback:
                 return True
         except ValueError:
             pass

@@ -471,7 +471,11 @@ def bot_context(env, actor, **settings):
     Vault(Ledger(env.store, "user:ana"), key).put("bluesky", "skybot.test", {"appPassword": "app-pass-1234", "session": SESSION})
     head = env.store.get("vault", "bluesky:skybot.test")
     env.store.put("vault", {**head, "status": "ok"}, actor="admin")  # as the vault tick leaves a verified paste
-    services = Services(vault=lambda db: Vault(db, key), http=httpx.Client(), platforms=PlatformSettings(bluesky_pds=PDS))
+    from platforms.fetcher import Fetcher
+
+    # pages are checked through the guarded fetcher; respx answers, and every name resolves to a public address
+    services = Services(vault=lambda db: Vault(db, key), http=httpx.Client(), platforms=PlatformSettings(bluesky_pds=PDS),
+                        fetch=Fetcher(resolver=lambda host, port: ["93.184.216.34"]))
     section = BotSettings(handle="skybot.test", **settings)
     ctx = make_context(Ledger(env.store, actor), env.clock, actor.split(":")[1], services, settings=section)
     event = TickEvent(actor.split(":")[1], datetime.fromtimestamp(NOW / 1000, tz=UTC))

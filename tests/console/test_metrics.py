@@ -1,5 +1,5 @@
-"""``GET /metrics``: scraped from a real hub while jobs run, the counts move; loopback or a
-person's token, nothing else."""
+"""``GET /metrics``: scraped from a real hub while jobs run, the counts move; a person's token,
+or loopback only when the operator turned it on; labels a client cannot grow."""
 
 from __future__ import annotations
 
@@ -29,15 +29,17 @@ def value(samples: dict, name: str, **labels: str) -> float:
 def test_a_scrape_while_jobs_run_finds_the_counts_moving(tmp_path):
     hub = Hub(f"sqlite:///{tmp_path}/skyhub.db", tmp_path, env={"SKYHUB_SWEEP__SAFETY_INTERVAL": "1s"})
     try:
-        before = scrape(hub.url)
-        assert value(before, "skyhub_documents", db="jobs", kind="job", status="done") == 0
         token = hub.token("ana")
+        assert httpx.get(f"{hub.url}/metrics").status_code == 401  # loopback is not enough by default
+        auth = {"headers": {"Authorization": f"Bearer {token}"}}
+        before = scrape(hub.url, **auth)
+        assert value(before, "skyhub_documents", db="jobs", kind="job", status="done") == 0
         with httpx.Client(base_url=hub.url, headers={"Authorization": f"Bearer {token}"}) as api:
             for i in range(20):
                 assert api.post("/v1/db/jobs/docs", json={"type": "job", "status": "pending", "input": {"n": i}}).status_code == 200
         deadline = time.monotonic() + 30
         while True:
-            now = scrape(hub.url)
+            now = scrape(hub.url, **auth)
             if value(now, "skyhub_documents", db="jobs", kind="job", status="done") == 20 or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
@@ -50,12 +52,12 @@ def test_a_scrape_while_jobs_run_finds_the_counts_moving(tmp_path):
         deadline = time.monotonic() + 20
         while value(now, "skyhub_tick_runs_total", tick="sweep", outcome="ok") < 1 and time.monotonic() < deadline:
             time.sleep(0.5)
-            now = scrape(hub.url)
+            now = scrape(hub.url, **auth)
         assert value(now, "skyhub_tick_runs_total", tick="sweep", outcome="ok") >= 1
         assert value(now, "skyhub_tick_duration_seconds_count", tick="sweep") >= 1
         assert value(now, "skyhub_credentials_needing_reauth") == 0
         wrong = httpx.get(f"{hub.url}/metrics", headers={"Authorization": "Bearer skh_000000000000_" + "x" * 30})
-        assert wrong.status_code == 200  # loopback needs no token; from elsewhere see below
+        assert wrong.status_code == 401
     finally:
         hub.stop()
 
@@ -66,11 +68,14 @@ def _request(client: str, authorization: str | None = None) -> Request:
                     "query_string": b""})
 
 
-def test_metrics_from_another_machine_need_a_persons_token(tmp_path):
+def test_metrics_need_a_persons_token_and_loopback_only_when_turned_on(tmp_path):
     app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"))
     try:
         console = Console.make(app)
         token = add_user(app.store, "ops")
+        assert not console.metrics_allowed(_request("127.0.0.1")) and not console.metrics_allowed(_request("::1"))
+        assert console.metrics_allowed(_request("127.0.0.1", f"Bearer {token}"))
+        app.settings.http.metrics_from_loopback = True  # the operator's choice (no proxy on this machine)
         assert console.metrics_allowed(_request("127.0.0.1")) and console.metrics_allowed(_request("::1"))
         assert not console.metrics_allowed(_request("192.0.2.10"))
         assert not console.metrics_allowed(_request("192.0.2.10", "Bearer skh_000000000000_" + "x" * 30))

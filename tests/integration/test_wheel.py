@@ -1,7 +1,8 @@
 """skyhub as a user installs it: the wheel, in a fresh virtual environment outside the
 checkout. Its settings and guardrails ship inside the package, so `skyhub run` with the bot
 configured and `skyhub tick ingest` work from there (a wheel once left config/ out, and every
-tick died with a FileNotFoundError traceback)."""
+tick died with a FileNotFoundError traceback); the API's docs are served from the installed
+Swagger UI package, and no test tool (axe-core) ships."""
 
 from __future__ import annotations
 
@@ -35,6 +36,10 @@ def test_the_wheel_runs_from_a_fresh_environment(tmp_path):
     (wheel,) = dist.glob("skyhub-*.whl")
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
+    import zipfile
+
+    shipped = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in shipped if "axe" in n or n.startswith("tests/")], "test tools do not ship"
     run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)])
     home = tmp_path / "somewhere-else"
     home.mkdir()
@@ -65,6 +70,9 @@ def test_the_wheel_runs_from_a_fresh_environment(tmp_path):
         assert url, "".join(lines)
         health = httpx.get(f"{url}/health", timeout=10).json()
         assert {t["name"] for t in health["scheduler"]["ticks"]} >= {"ingest", "reply", "vault", "sweep"}
+        docs = httpx.get(f"{url}/docs", timeout=10)  # the API's docs from the installed package, not a CDN
+        assert docs.status_code == 200 and "/docs/swagger-ui-bundle.js" in docs.text and "http" not in docs.text.split("<body>")[1]
+        assert httpx.get(f"{url}/docs/swagger-ui-bundle.js", timeout=10).status_code == 200
     finally:
         hub.send_signal(signal.SIGTERM)
         _, rest = hub.communicate(timeout=30)

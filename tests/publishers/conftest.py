@@ -14,9 +14,11 @@ from hub.app import build_rules
 from hub.settings import PlatformSettings
 from ledger import FakeClock, Ledger, Services, TickEvent, open_store
 from ledger.context import make_context
+from platforms.fetcher import Fetcher
 from publishers.queue import new_request, queue
 from publishers.settings import PublishSettings
 from publishers.tick import publish
+from publishers.validate import Admission
 from tests.platforms.test_bluesky import FakePDS
 from tests.publishers.fakemeta import FakeMeta
 from vault import Vault, new_key_text, parse_key
@@ -26,6 +28,7 @@ IG = "17841400000000000"
 TH = "2900000000000001"
 IG_HOST, FB_HOST, TH_HOST, PDS = "https://graph.instagram.test", "https://graph.facebook.test", "https://graph.threads.test", "https://pds.test"
 JPG = "https://cdn.example.org/p/{}.jpg"
+PUBLIC_ADDRESS = "93.184.216.34"  # a public address: what the fetcher is told cdn.example.org resolves to
 
 
 class Env:
@@ -40,6 +43,8 @@ class Env:
         self.pds = FakePDS()
         self.files: dict[str, Any] = {}  # URL -> a response, or a function of the request
         self.http = httpx.Client(transport=httpx.MockTransport(self.route))
+        # images are fetched through the guarded fetcher, over the same routes; every name resolves to a public address
+        self.fetcher = Fetcher(resolver=lambda host, port: [PUBLIC_ADDRESS], transport=httpx.MockTransport(self.route))
         self.platforms = PlatformSettings(instagram_url=IG_HOST, facebook_url=FB_HOST, threads_url=TH_HOST, bluesky_pds=PDS)
         self.maya = Ledger(self.store, "user:maya")
 
@@ -70,11 +75,11 @@ class Env:
         account = account or {"ig": IG, "threads": TH, "bsky": "skybot.test"}[platform]
         body = new_request(platform, account=account, slug=slug, caption=caption, images=pairs, at=at, reply_to=reply_to,
                            now_ms=self.clock.now_ms())
-        doc, _ = queue(self.maya, body)
+        doc, _ = queue(self.maya, body, admission=Admission())
         return str(doc["_id"])
 
     def context(self, **settings: Any) -> Any:
-        services = Services(vault=lambda db: Vault(db, self.key), http=self.http, platforms=self.platforms)
+        services = Services(vault=lambda db: Vault(db, self.key), http=self.http, platforms=self.platforms, fetch=self.fetcher)
         section = PublishSettings(**{"retry_wait": "1ms", **settings})
         return make_context(Ledger(self.store, "tick:publish"), self.clock, "publish", services, settings=section)
 

@@ -84,7 +84,7 @@ BAD = [
     ({"platform": "ig", "slug": "s", "images": images(11)}, "an Instagram carousel needs 2 to 10 images, got 11"),
     ({"platform": "ig", "slug": "s"}, "an Instagram post needs an image"),
     ({"platform": "ig", "slug": "s", "images": [{"url": "./local.jpg", "alt": ""}]},
-     "image 1 is a local path (./local.jpg): Instagram fetches images itself, so give a public https URL to a JPEG"),
+     "image 1 must be a public https URL, not a path"),
     ({"platform": "ig", "slug": "s", "images": [{"url": "http://cdn.example.org/a.jpg"}]}, "image 1 must be an https URL"),
     ({"platform": "ig", "slug": "s", "images": [{"url": "https://cdn.example.org/a.png"}]}, "image 1 must be a JPEG"),
     ({"platform": "ig", "slug": "s", "images": images(1), "caption": "x" * 2201}, "at most 2,200 characters, got 2,201"),
@@ -97,7 +97,8 @@ BAD = [
     ({"platform": "bsky", "account": "a.test", "slug": "s", "caption": "é" * 301}, "a Bluesky post is at most 300 characters"),
     ({"platform": "bsky", "account": "a.test", "slug": "s", "images": [{"url": "https://x.test/1.png"}]}, "needs alt text on Bluesky"),
     ({"platform": "bsky", "account": "a.test", "slug": "s", "images": [{"url": "/tmp/x.png", "alt": "x"}]},
-     "over a hub, give a URL the hub can fetch"),
+     "image 1 must be a public https URL, not a path or another kind of address; to post a file from your machine, give it "
+     "to `skyhub publish bsky --image FILE`, which uploads it"),
     ({"platform": "bsky", "account": "a.test", "slug": "s", "caption": "x", "replyTo": "https://bsky.app/x"}, "replyTo must be the at:// URI"),
     ({"platform": "ig", "slug": "s", "images": images(1), "at": "2026-12-01T09:00:00"}, "at must be a time with its time zone"),
     ({"platform": "ig", "slug": "s", "images": images(1), "at": IN_PAST}, "is in the past"),
@@ -134,7 +135,7 @@ RAW = {"kind": "publish-request", "platform": "ig", "account": IG, "slug": "raw"
        "images": images(2), "caption": "Raw", "createdAt": "2026-11-30T10:00:00Z"}
 RAW_BAD = [
     ({"images": images(11)}, "an Instagram carousel needs 2 to 10 images, got 11"),
-    ({"images": [{"url": "./a.jpg", "alt": ""}]}, "image 1 is a local path"),
+    ({"images": [{"url": "./a.jpg", "alt": ""}]}, "image 1 must be a public https URL, not a path"),
     ({"platform": "x"}, "platform must be one of ig, threads, bsky"),
     ({"caption": "x" * 2201}, "at most 2,200 characters"),
     ({"attempts": 2}, "starts with no attempts"),

@@ -9,6 +9,7 @@ import zlib
 import httpx
 import pytest
 
+from publishers import media
 from publishers.images import sniff
 from tests.platforms.test_bluesky import DID, HANDLE, POST, xrpc_error
 from tests.publishers.conftest import PDS
@@ -35,13 +36,12 @@ def bsky(env):
     return env
 
 
-def test_a_post_with_two_images_facets_and_alt_text(bsky, tmp_path):
-    local = tmp_path / "beach.png"
-    local.write_bytes(png(40, 30))
+def test_a_post_with_two_images_facets_and_alt_text(bsky):
+    upload = media.store(bsky.maya, png(40, 30), name="beach.png", mime="image/png")  # a file from the person's machine, as bytes
     bsky.files["https://cdn.example.org/cat.jpg"] = httpx.Response(200, content=jpeg(1200, 800))
     text = "New in store, thanks @ana.test! https://shop.example.org/new #launch"
     doc_id = bsky.queue("bsky", "launch", caption=text, account=HANDLE,
-                        images=[{"url": "https://cdn.example.org/cat.jpg", "alt": "A cat"}, {"url": str(local), "alt": "A beach"}])
+                        images=[{"url": "https://cdn.example.org/cat.jpg", "alt": "A cat"}, {"upload": upload, "alt": "A beach"}])
     assert bsky.tick() == {"done": 1}
     d = bsky.doc(doc_id)
     rkey = d["rkey"]
@@ -100,7 +100,7 @@ def test_a_reply_keeps_the_threads_root(bsky):
     (httpx.Response(200, content=b"x" * 10, headers={"content-length": "2000000"}), "error", "is 2,000,000 bytes"),
     (httpx.Response(200, content=b"<html>not an image</html>"), "error", "is not a JPEG, PNG, GIF or WebP image"),
     (httpx.Response(503), "pending", "answered HTTP 503"),
-    (httpx.ReadTimeout("slow"), "pending", "did not answer (ReadTimeout); it is tried again later"),
+    (httpx.ReadTimeout("slow"), "pending", "did not answer in time (ReadTimeout); this is usually temporary: it is tried again later"),
 ], ids=["404", "too-large", "declared-too-large", "not-an-image", "503", "timeout"])
 def test_image_problems_are_one_sentence(bsky, answer, status, words):
     def serve(request):

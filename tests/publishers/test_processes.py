@@ -15,6 +15,7 @@ import pytest
 from hub.app import build_rules
 from ledger import SYSTEM, Ledger, open_store
 from publishers.queue import new_request, queue
+from publishers.validate import Admission
 from tests.hubproc import ROOT
 from tests.publishers.fakemeta import FakeMeta
 from vault import Vault, new_key_text, parse_key
@@ -43,7 +44,7 @@ def world(backend_url, tmp_path):
     w = World()
     w.store, w.meta, w.env, w.tmp = store, meta, env, tmp_path
     w.doc_id = queue(maya, new_request("ig", account=IG, slug="race", caption="Once", images=[
-        {"url": "https://cdn.example.org/p/1.jpg", "alt": "one"}], now_ms=store.clock.now_ms()))[0]["_id"]
+        {"url": "https://cdn.example.org/p/1.jpg", "alt": "one"}], now_ms=store.clock.now_ms()), admission=Admission())[0]["_id"]
 
     def tick(**kwargs):
         return subprocess.Popen([sys.executable, "-m", "hub", "tick", "publish"], env=env, cwd=tmp_path,

@@ -66,7 +66,7 @@ IN_PAST = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
 BAD = [
     (["ig", "--slug", "s", *images(11)], "an Instagram carousel needs 2 to 10 images, got 11"),
     (["ig", "--slug", "s"], "an Instagram post needs an image"),
-    (["ig", "--slug", "s", "--image", "./local.jpg"], "image 1 is a local path (./local.jpg): Instagram fetches images itself"),
+    (["ig", "--slug", "s", "--image", "./local.jpg"], "image 1 must be a public https URL, not a path"),
     (["ig", "--slug", "s", "--image", "http://cdn.example.org/a.jpg"], "image 1 must be an https URL"),
     (["ig", "--slug", "s", "--image", "https://cdn.example.org/a.png"], "image 1 must be a JPEG"),
     (["ig", "--slug", "s", *images(1), "--caption", "x" * 2201], "an Instagram caption is at most 2,200 characters, got 2,201"),

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ledger import Ledger
+import pytest
+
+from ledger import Forbidden, Ledger
 from publishers.accounts import Account
 from vault import Vault
 
@@ -47,7 +49,7 @@ def test_one_tick_over_many_requests_of_20_accounts_does_one_step_each(env):
     assert publish(TickEvent("publish", datetime.now(UTC)), ctx) == {"carousel-created": 400}
     assert all(env.statuses(i) == ["pending", "pending", "carousel-created"] for i in ids)
     calls = counting.calls
-    assert calls["query:requests"] == 2 + 1 + 1  # pending in two pages of 200, then one for each of the other two statuses
+    assert calls["query:requests"] == 2 + 1 + 1 + 1  # pending in two pages of 200, then one for each of the other three statuses
     assert calls["get:publish"] == 20 and calls["put:publish"] == 20  # each account document: read once, written once
     assert calls["get:vault"] == 40  # each credential: checked and revealed once
     assert calls["put:requests"] == 800 and env.meta.calls["create"] == 400
@@ -67,7 +69,10 @@ def test_a_malformed_raw_request_does_not_stop_the_others(env):
     raw = {"kind": "publish-request", "platform": "ig", "account": "17841400000000000", "slug": "odd", "status": "pending",
            "attempts": 0, "images": [{"url": "https://cdn.example.org/p/1.jpg", "alt": ""}], "caption": "Odd",
            "createdAt": "2026-01-01T00:00:00Z", "notBefore": "soon", "checks": "many", "intent": {"step": "container", "at": "x"}}
-    odd = env.store.put("requests", raw, actor="user:maya")["_id"]
+    with pytest.raises(Forbidden) as refused:  # a person cannot write the tick's fields: the machine refuses it
+        env.store.put("requests", raw, actor="user:maya")
+    assert "a new post cannot carry 'checks'" in refused.value.reason
+    odd = env.store.put("requests", raw, actor="admin")["_id"]  # an admin's repair (or a document from before the rule)
     good = env.queue("ig", "good", images=1, caption="Good")
     assert env.tick() == {"refused": 1, "carousel-created": 1}
     assert env.doc(good)["status"] == "carousel-created" and env.doc(odd)["status"] == "pending"
