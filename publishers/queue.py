@@ -45,11 +45,11 @@ def new_request(
     return body
 
 
-def queue(db: Ledger, body: dict[str, Any], *, admission: Admission) -> tuple[dict[str, Any], bool]:
-    """Validate and write a request, judged by the hub's settings (``admission``; the machine's
-    start guard judges the write again in its transaction). Returns (the document, whether it
-    was queued now)."""
-    found = problems(body, now_ms=db.now(), admission=admission)
+def queue(db: Ledger, body: dict[str, Any], *, admission: Admission | None = None) -> tuple[dict[str, Any], bool]:
+    """Validate and write a request, judged by the hub's settings (``admission``: the strictest
+    when not given; the machine's start guard judges the write again in its transaction).
+    Returns (the document, whether it was queued now)."""
+    found = problems(body, now_ms=db.now(), admission=admission or Admission())
     if found:
         raise PostInvalid("; ".join(found))
     doc_id = request_id(body["platform"], body["account"], body["slug"])

@@ -193,12 +193,17 @@ def problems(request: dict[str, Any], *, now_ms: int | None = None, admission: A
             continue
         if platform != "bsky" and not url.lower().startswith("https://"):
             out.append(f"image {n} must be an https URL ({name} fetches it), got {url.partition(':')[0]}://")
+        else:
+            refused = rules.web.url_problem(url)
+            if refused:
+                out.append(f"image {n} ({_short(url)}) cannot be used: {refused}")
+                continue
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - raises for a port that is not one
+        except ValueError:
+            out.append(f"image {n} ({_short(url)}) cannot be used: the URL cannot be read (a malformed host or port)")
             continue
-        refused = rules.web.url_problem(url)
-        if refused:
-            out.append(f"image {n} ({_short(url)}) cannot be used: {refused}")
-            continue
-        parts = urlsplit(url)
         if platform != "bsky" and not parts.path.lower().endswith((".jpg", ".jpeg")):
             out.append(f"image {n} must be a JPEG ({name} takes JPEG only): its URL should end in .jpg or .jpeg")
         host = (parts.hostname or "").lower().rstrip(".")

@@ -49,6 +49,8 @@ def test_mentions_are_ingested_built_and_replied_to_once(bsky_network, tmp_path)
         "SKYHUB_VAULT_KEY": new_key_text(), "SKYHUB_PLATFORMS__BLUESKY_PDS": net.pds, "SKYHUB_VAULT__EVERY": "1s",
         "SKYHUB_BOT__HANDLE": "skybot.test", "SKYHUB_BOT__GUARDRAILS": str(guardrails),
         "SKYHUB_BOT__INGEST_EVERY": "1s", "SKYHUB_BOT__REPLY_EVERY": "1s", "SKYHUB_LOG_LEVEL": "INFO",
+        # the built pages are served on this machine: the operator lets the guarded fetcher check them there
+        "SKYHUB_FETCH__ALLOW_HTTP": "true", "SKYHUB_FETCH__ALLOW_NETWORKS": '["127.0.0.1/32"]',
     })
     try:
         ops = hub.client("user:ops")

@@ -57,9 +57,11 @@ def test_a_post_with_two_images_is_published_once(bsky_network, tmp_path):
     (images / "beach.png").write_bytes(png(40, 30))
     files = Files(images)
     key = new_key_text()
+    # the image server is on this machine: the operator lets the guarded fetcher reach it (and only it)
+    local_images = {"SKYHUB_FETCH__ALLOW_HTTP": "true", "SKYHUB_FETCH__ALLOW_NETWORKS": '["127.0.0.1/32"]'}
     hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False, env={
         "SKYHUB_VAULT_KEY": key, "SKYHUB_PLATFORMS__BLUESKY_PDS": net.pds, "SKYHUB_VAULT__EVERY": "1s",
-        "SKYHUB_PUBLISH__EVERY": "1s", "SKYHUB_LOG_LEVEL": "INFO",
+        "SKYHUB_PUBLISH__EVERY": "1s", "SKYHUB_LOG_LEVEL": "INFO", **local_images,
     })
     try:
         ops = hub.client("user:ops")
@@ -67,9 +69,10 @@ def test_a_post_with_two_images_is_published_once(bsky_network, tmp_path):
         assert meta["status"] == "ok", meta
         text = f"It's here, made with @{ana.handle}: https://shop.example.org/box #launch"
         cli_env = {**os.environ, "PYTHONPATH": str(ROOT), "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db",
-                   "SKYHUB_ACTOR": "user:maya", "SKYHUB_VAULT_KEY": key}
+                   "SKYHUB_ACTOR": "user:maya", "SKYHUB_VAULT_KEY": key, **local_images}
+        # one image is a file on maya's machine (its bytes travel with the post), one a URL the hub fetches
         argv = [sys.executable, "-m", "hub", "publish", "bsky", "--slug", "launch", "--account", shop.handle,
-                "--image", f"{files.url}/box.png", "--alt", "The box, closed", "--image", f"{files.url}/beach.png",
+                "--image", str(images / "box.png"), "--alt", "The box, closed", "--image", f"{files.url}/beach.png",
                 "--alt", "The box on a beach", "--caption", text]
         queued = subprocess.run(argv, capture_output=True, text=True, env=cli_env, cwd=tmp_path, timeout=120)
         assert queued.returncode == 0, queued.stderr
