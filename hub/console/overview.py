@@ -26,10 +26,11 @@ if TYPE_CHECKING:
 PER_STATE = 50  # documents read per state when looking for held work and expired leases
 FAILED_SHOWN = 20  # documents shown per failure state
 FAILURE_STATES = frozenset({"error", "failed", "build-failed"})
+PERSON_STATES = frozenset({"needs-person"})  # work that waits for a person's choice (a publish that cannot be told apart)
 HIDDEN_DBS = frozenset({AUTH_DB})
 
 # the order "needs a person" is shown in: what blocks work first
-ORDER = ("key", "needs-reauth", "held", "failed", "deadletter", "lease-expired", "tick-failed", "tick-late", "probe-failing")
+ORDER = ("key", "needs-reauth", "held", "needs-person", "failed", "deadletter", "lease-expired", "tick-failed", "tick-late", "probe-failing")
 
 
 @dataclass
@@ -145,7 +146,12 @@ def _machine_items(store: Store, machines: Iterable[Machine], databases: dict[st
             n = int(live.get(status, 0))
             if not n:
                 continue
-            if is_failure(m, status):
+            if status in PERSON_STATES:
+                for doc in _docs(store, m, status, FAILED_SHOWN):
+                    out.append(Item("needs-person", f"{doc['_id']} needs a person", str(doc.get("lastError") or ""),
+                                    db=m.db, id=doc["_id"], status=status, since=_updated(doc),
+                                    extra={"machine": m.name, "count": n}))
+            elif is_failure(m, status):
                 for doc in _docs(store, m, status, FAILED_SHOWN):
                     out.append(Item("failed", f"{doc['_id']} is {status}", str(doc.get("lastError") or doc.get("skipReason") or ""),
                                     db=m.db, id=doc["_id"], status=status, since=_updated(doc),

@@ -24,7 +24,7 @@ from publishers.errors import PostInvalid
 from publishers.listing import next_step, page
 from publishers.machine import DB as REQUESTS
 from publishers.machine import KIND as PUBLISH_KIND
-from publishers.queue import cancel, new_request, queue, retry
+from publishers.queue import cancel, new_request, queue, resolve, retry
 from publishers.validate import PLATFORMS, Admission, problems
 from vault import DB as VAULT_DB
 from vault import Vault
@@ -43,7 +43,7 @@ from .web import SECURITY_HEADERS, Console, Refused, SignInNeeded, doc_url, stat
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
-LABELS = {"key": "vault key", "needs-reauth": "needs re-auth", "held": "held", "failed": "failed", "deadletter": "dead letter",
+LABELS = {"key": "vault key", "needs-reauth": "needs re-auth", "held": "held", "needs-person": "needs a person", "failed": "failed", "deadletter": "dead letter",
           "lease-expired": "lease expired", "tick-late": "tick late", "tick-failed": "tick failed", "probe-failing": "probe failing"}
 KEEPALIVE_S = 15.0
 SESSION_CHECK_S = 5.0
@@ -212,6 +212,11 @@ def _actions(console: Console, db: str, doc: dict[str, Any], session: Session) -
                 verb = {"pending": "retry", "cancelled": "cancel"}.get(edge.dst)
                 if verb:
                     out.append((edge.dst, verb.capitalize(), f"/console/publish/{verb}"))
+                elif status == "needs-person" and edge.dst == "done":  # one choice per candidate media
+                    for c in doc.get("candidates") or []:
+                        if isinstance(c, dict) and c.get("mediaId"):
+                            label = f"It became {c['mediaId']}" + (f" ({c['timestamp']})" if c.get("timestamp") else "")
+                            out.append((str(c["mediaId"]), label, "/console/publish/resolve"))
             else:
                 out.append((edge.dst, f"Move to {edge.dst}", "/console/move"))
     return out
@@ -340,6 +345,20 @@ def _publish_move(verb: str) -> Endpoint:
         return RedirectResponse(f"/console/publish?done={_quote(done)}", status_code=303, headers=SECURITY_HEADERS)
 
     return act
+
+
+@page_route
+async def publish_resolve(console: Console, request: Request) -> Response:
+    """A person says which candidate media a post that needs a person became."""
+    session = await console.session(request)
+    fields = await console.form(request, session.cookie)
+    doc_id, media_id = fields.get("id", ""), fields.get("to", "")
+    try:
+        await run_in_threadpool(resolve, Ledger(console.app.store, session.actor), doc_id, media_id)
+    except LedgerError as exc:
+        return _error(console, request, session, exc.status, exc.reason)
+    done = f"{doc_id}: recorded as media {media_id}"
+    return RedirectResponse(f"/console/publish?done={_quote(done)}", status_code=303, headers=SECURITY_HEADERS)
 
 
 # ---- mention builds -------------------------------------------------------------------------
@@ -554,6 +573,7 @@ def console_app(console: Console) -> Starlette:
         Route("/console/publish", bind(publish_submit), methods=["POST"]),
         Route("/console/publish/retry", bind(_publish_move("retry")), methods=["POST"]),
         Route("/console/publish/cancel", bind(_publish_move("cancel")), methods=["POST"]),
+        Route("/console/publish/resolve", bind(publish_resolve), methods=["POST"]),
         Route("/console/mentions", bind(mentions_page), methods=["GET"]),
         Route("/console/credentials", bind(credentials_page), methods=["GET"]),
         Route("/console/credentials", bind(credentials_paste), methods=["POST"]),

@@ -326,3 +326,25 @@ def test_retry_a_failed_request_a_forged_post_and_sign_out(browser, tmp_path, ke
     finally:
         tab.close()
         hub.stop()
+
+
+def test_the_api_docs_render_from_the_hub_alone_under_a_strict_policy(browser, tmp_path):
+    hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False)
+    try:
+        for width, height in ((1280, 900), (390, 844)):
+            context = browser.new_context(viewport={"width": width, "height": height})
+            page = context.new_page()
+            requested: list[str] = []
+            problems: list[str] = []
+            page.on("request", lambda r: requested.append(r.url))
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.goto(hub.url + "/docs")
+            page.wait_for_selector(".swagger-ui .info .title", timeout=30_000)
+            assert "skyhub" in page.inner_text(".swagger-ui .info .title")
+            page.wait_for_selector('[data-path="/v1/publish"]', timeout=30_000)
+            assert [u for u in requested if not u.startswith(hub.url)] == []  # nothing from another host
+            assert problems == []  # no script error, no content-security-policy violation
+            context.close()
+    finally:
+        hub.stop()

@@ -120,6 +120,27 @@ def test_retry_and_cancel_where_the_machine_allows(hub, console):
     assert hub.admin.history("requests", "threads:29:f")[-1].actor == "user:ana"
 
 
+def test_a_post_that_needs_a_person_is_shown_first_and_resolved_from_its_page(hub, console):
+    console.sign_in(hub.token("ana"))
+    ana = Ledger(hub.admin, "user:ana")
+    doc, _ = queue(ana, new_request("threads", account="29", slug="same", caption="Same", now_ms=hub.admin.clock.now_ms()))
+    candidates = [{"mediaId": "17900001", "permalink": "https://www.threads.net/@shop/post/A/", "timestamp": "2026-12-01T09:00:00+0000"},
+                  {"mediaId": "17900002", "permalink": "https://www.threads.net/@shop/post/B/", "timestamp": "2026-12-01T09:00:01+0000"}]
+    hub.admin.put("requests", {**doc, "status": "needs-person", "candidates": candidates, "carouselId": "c1",
+                               "lastError": "Threads published this post, but 2 recent post(s) have its caption"}, actor="admin")
+    overview = console.http.get("/").text
+    assert "needs a person" in overview and "threads:29:same needs a person" in overview
+    page = console.http.get("/console/doc/requests/threads%3A29%3Asame").text
+    assert "It became 17900001" in page and "It became 17900002" in page
+    wrong = console.post("/console/publish/resolve", {"id": "threads:29:same", "to": "1234"}, form_page="/console/doc/requests/threads%3A29%3Asame")
+    assert wrong.status_code == 422 and "is not a candidate" in wrong.text
+    ok = console.post("/console/publish/resolve", {"id": "threads:29:same", "to": "17900002"}, form_page="/console/doc/requests/threads%3A29%3Asame")
+    assert ok.status_code == 303
+    d = hub.admin.get("requests", "threads:29:same")
+    assert d["status"] == "done" and d["mediaId"] == "17900002" and d["permalink"] == "https://www.threads.net/@shop/post/B/"
+    assert hub.admin.history("requests", "threads:29:same")[-1].actor == "user:ana"
+
+
 def test_a_pasted_secret_never_comes_back(hub, console):
     console.sign_in(hub.token("ana"))
     canary = "CANARY-" + "s3cr3t" * 5
