@@ -336,9 +336,9 @@ def test_the_api_docs_render_from_the_hub_alone_under_a_strict_policy(browser, t
             page = context.new_page()
             requested: list[str] = []
             problems: list[str] = []
-            page.on("request", lambda r: requested.append(r.url))
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.on("request", lambda r, seen=requested: seen.append(r.url))
+            page.on("console", lambda m, bad=problems: bad.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e, bad=problems: bad.append(str(e)))
             page.goto(hub.url + "/docs")
             page.wait_for_selector(".swagger-ui .info .title", timeout=30_000)
             assert "skyhub" in page.inner_text(".swagger-ui .info .title")
