@@ -173,7 +173,7 @@ class Rejected(PlatformError):
 class FetchRefused(PlatformError):
     """The guarded fetcher will not fetch this URL (scheme, address, size, redirects): retrying will not help."""
 
-    code = "fetch_refused"
+    code = "platform_fetch_refused"
     status = 422
     advice = "give a public https URL"
 

@@ -18,7 +18,8 @@ PLATFORM_CLASSES = [cls for _, cls in inspect.getmembers(errors_module, inspect.
 
 def test_the_tree_is_drawn_and_every_class_is_in_it():
     assert {c.__name__ for c in PLATFORM_CLASSES} == {
-        "PlatformError", "AuthFailure", "Transient", "NetworkError", "RateLimited", "NotReady", "QuotaExceeded", "Rejected", "Failed"}
+        "PlatformError", "AuthFailure", "Transient", "NetworkError", "RateLimited", "NotReady", "QuotaExceeded", "Rejected", "Failed",
+        "FetchRefused"}
     for cls in PLATFORM_CLASSES:
         assert cls.__name__ in errors_module.__doc__
         assert cls.__doc__ and "\n" not in cls.__doc__.strip(), cls  # one line
