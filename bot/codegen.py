@@ -116,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=os.environ.get("SKYHUB_BUILD_OUT", "site"), help="Folder for the built pages (env SKYHUB_BUILD_OUT).")
     parser.add_argument("--base-url", default=os.environ.get("SKYHUB_BUILD_BASE_URL", "http://127.0.0.1:8000"), help="Where that folder is served (env SKYHUB_BUILD_BASE_URL).")
     args = parser.parse_args(argv)
+    if not args.base_url.lower().startswith(("https://", "http://")):
+        # a relative link would be posted as the reply and lead nowhere: refuse before building
+        print(f"codegen: SKYHUB_BUILD_BASE_URL (--base-url) must be the http(s) URL where the built pages are served, "
+              f"e.g. https://OWNER.github.io/REPO; got {args.base_url!r}", file=sys.stderr)
+        return 2
     try:
         job = json.loads(sys.stdin.read())
         prompt, job_id = str(job["text"]), str(job["_id"])

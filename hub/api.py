@@ -40,7 +40,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field, SecretStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ledger import Change, Forbidden, Invalid, Ledger, LedgerError
+from ledger import Change, Forbidden, Invalid, Ledger, LedgerError, NotFound
+from ledger.sql import no_database
 from publishers.media import DB as MEDIA_DB
 from vault import DB as VAULT_DB
 from vault import NoMasterKey, Vault, credential_id
@@ -370,6 +371,8 @@ def create_api(app: App) -> FastAPI:
             raise Invalid("give exactly one of key or key_json")
         value: Any = key if key_json is None else parse_key_json(key_json)
         page = store.query(reachable(db), field, value, limit, after)
+        if not page.docs and page.next is None and after is None and not store.has_db(db):
+            raise NotFound(no_database(db))
         return QueryPage(docs=page.docs, next=page.next)
 
     @api.get("/v1/db/{db}/history/{doc_id:path}", tags=["documents"], response_model=list[ChangeOut])

@@ -20,11 +20,12 @@ from starlette.concurrency import run_in_threadpool
 
 from ledger import Invalid, Ledger
 from publishers import media
+from publishers.admission import Admission
 from publishers.errors import PostInvalid
 from publishers.images import MIME, sniff
 from publishers.listing import next_step, page
 from publishers.queue import new_request, queue
-from publishers.validate import BSKY_IMAGE_BYTES, UPLOAD_TYPES, Admission
+from publishers.validate import BSKY_IMAGE_BYTES, UPLOAD_TYPES
 
 from .app import App
 from .auth import Principal, Unauthorized

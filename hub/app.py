@@ -34,6 +34,7 @@ from ledger import (
 from ledger.context import make_context
 from ledger.lease import Sweeper
 from ledger.sql import redact_url
+from ledger.text import duration
 from vault.keys import KeyLoader
 
 from .auth import protect
@@ -144,7 +145,7 @@ class App:
             "skyhub running on %s: handlers %s; ticks %s",
             redact_url(self.store.url),
             ", ".join(h.name for h in self.handlers) or "none",
-            ", ".join(f"{t.name} every {t.every}" for t in self.ticks) or "none",
+            ", ".join(f"{t.name} every {duration(t.seconds)}" for t in self.ticks) or "none",
         )
 
     def stop(self) -> None:

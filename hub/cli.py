@@ -28,6 +28,7 @@ def _product_groups() -> dict[str, tuple[str, str]]:
 
 
 @click.group(cls=Group, lazy=_product_groups, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="skyhub", message="skyhub %(version)s", version=None)
 @click.option("--config", envvar="SKYHUB_CONFIG", type=click.Path(dir_okay=False), help="A settings file layered over config/skyhub.toml.")
 @click.option(
     "--database-url",
@@ -59,21 +60,28 @@ def run(state: State, host: str | None, port: int | None) -> None:
 
     Example: skyhub run --port 8470
     """
+    from .api import create_api
     from .app import build_app
-    from .server import serve
+    from .server import listen, serve
 
-    state.local_store("skyhub run")
     settings = state.settings
+    if state.remote:
+        raise Usage("skyhub run runs on the hub itself, against its database: drop --hub / SKYHUB_HUB_URL")
+    host, port = host or settings.host, settings.port if port is None else port
+    sock = listen(host, port)  # first: a bad address or a taken port is the one line, and nothing started
+    state.local_store("skyhub run")
     configure_logging(settings.log_level)
     app = build_app(settings)
     problem = app.vault_key_problem()
     if problem:
-        click.echo(f"skyhub: the vault has no master key, so credentials cannot be stored or used: {problem}", err=True)
+        how = problem.removeprefix("no vault key: ")
+        click.echo("skyhub: note: the vault has no key yet; everything runs, but credentials (the bot's account, "
+                   f"publishing accounts) cannot be stored or used until it has one: {how}", err=True)
 
     def ready(url: str) -> None:
         click.echo(f"skyhub: API on {url}; database {app.store!r}; stop with Ctrl-C", err=True)
 
-    serve(app, host or settings.host, settings.port if port is None else port, on_ready=ready)
+    serve(app, create_api(app), host, port, on_ready=ready, sock=sock)
 
 
 class TickCommand(click.Command):
@@ -99,7 +107,7 @@ def tick_cmd(state: State, name: str) -> None:
     from .app import build_app, tick_help
 
     state.local_store("skyhub tick")
-    configure_logging(state.settings.log_level)
+    configure_logging(state.settings.log_level, command=True)
     app = build_app(state.settings)
     try:
         if name not in app.scheduler.ticks:

@@ -126,7 +126,14 @@ def db_query(state: State, dbname: str, field: str, key: str, limit: int, after:
 
     Example: skyhub db query --db jobs --field status --key pending --limit 20
     """
-    page = state.reader.query(dbname, field, key, limit, after)
+    reader = state.reader
+    page = reader.query(dbname, field, key, limit, after)
+    has_db = getattr(reader, "has_db", None)  # the hub answers for itself (404) over --hub
+    if not page.docs and page.next is None and after is None and has_db is not None and not has_db(dbname):
+        from ledger import NotFound
+        from ledger.sql import no_database
+
+        raise NotFound(no_database(dbname))
     if page.scanned:
         click.echo(f"skyhub: {dbname}.{field} has no index, so this page scanned documents in id order "
                    f"(an index: skyhub db index add --db {dbname} {field})", err=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ledger.text import cell, iso, table
+from ledger.text import cell, iso, table, whole
 
 from .cliutil import State, json_option
 
@@ -22,8 +22,8 @@ def render(data: dict[str, Any]) -> str:
     attention = data.get("attention", [])
     out.append(f"NEEDS A PERSON ({len(attention)})")
     if attention:
-        out.append(table(["what", "", "why", "since"], [
-            [a["what"], cell(a["title"], 60), cell(a.get("reason"), 70), iso(a["since"]) if a.get("since") else ""] for a in attention
+        out.append(table(["what", "", "since", "why (what to do)"], [  # the last column whole: it says what to do
+            [a["what"], cell(a["title"], 60), iso(a["since"]) if a.get("since") else "", whole(a.get("reason"))] for a in attention
         ]))
     else:
         out.append("nothing")
@@ -38,7 +38,7 @@ def render(data: dict[str, Any]) -> str:
         out.append("TICKS")
         out.append(table(["tick", "every", "last run", "outcome"], [
             [t["name"], t["every"], (iso(t["lastRun"]["scheduledAt"]) if t.get("lastRun") else "never") + (" LATE" if t["late"] else ""),
-             cell(((t.get("lastRun") or {}).get("outcome") or "") + (f": {t['lastRun']['error']}" if (t.get("lastRun") or {}).get("error") else ""), 60)]
+             whole(((t.get("lastRun") or {}).get("outcome") or "") + (f": {t['lastRun']['error']}" if (t.get("lastRun") or {}).get("error") else ""))]
             for t in ticks
         ]))
     handlers = data.get("handlers", [])

@@ -26,7 +26,7 @@ from ledger.actor import parse_actor
 from ledger.errors import EXIT_CONFLICT, EXIT_ERROR, EXIT_FORBIDDEN, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from ledger.text import cell, iso, table
 
-from .config import Core, core, default_actor
+from .config import Core, core, default_actor, user_file
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -67,6 +67,8 @@ class State:
         """The few settings every command needs, read without pydantic on first use."""
         if self._core is None:
             self._core = core(self.config, database_url=self.database_url, hub_url=self.hub, **self.credentials)
+            if user_file(self.config) is not None:
+                self.settings  # noqa: B018 - a settings file is checked whole (a typo'd key is refused) by every command
         return self._core
 
     @property
@@ -109,7 +111,8 @@ class State:
 
                 c = self.core
                 self._reader = open_store(c.database_url, None, pool_size=c.pool_size or None,
-                                          statement_timeout=c.statement_timeout, connect_timeout=c.connect_timeout)
+                                          statement_timeout=c.statement_timeout, connect_timeout=c.connect_timeout,
+                                          create=False)  # a read creates nothing
         return self._reader  # type: ignore[no-any-return]
 
     def local_store(self, what: str) -> Store:
@@ -189,6 +192,20 @@ class Group(click.Group):
             self._lazy_names = dict(self._lazy()) if self._lazy else {}
         return self._lazy_names
 
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Click's help; then, if a settings file is in use and is not valid, that on stderr (help still works,
+        and says what every other command would refuse)."""
+        super().format_help(ctx, formatter)
+        state = ctx.obj if isinstance(ctx.obj, State) else None
+        config = state.config if state is not None else ctx.params.get("config")
+        if ctx.parent is None and user_file(config) is not None:
+            from .settings import load_settings
+
+            try:
+                load_settings(config)
+            except LedgerError as exc:
+                click.echo(f"skyhub: note: {exc.reason}", err=True)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The Commands section of --help; a lazy command shows its line of help without being imported."""
         rows = []
@@ -214,6 +231,57 @@ class Group(click.Group):
             command = getattr(importlib.import_module(module), attribute)
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """The top group's options work after the subcommand too (``skyhub status --hub URL``,
+        ``skyhub run --config FILE``): one the subcommand does not define itself is moved in front of it."""
+        if ctx.parent is None:
+            args = self._hoist(ctx, list(args))
+        return super().parse_args(ctx, args)
+
+    def _hoist(self, ctx: click.Context, args: list[str]) -> list[str]:
+        mine: dict[str, bool] = {}  # the group's option names -> whether the option takes a value
+        for param in self.params:
+            if isinstance(param, click.Option):
+                for name in (*param.opts, *param.secondary_opts):
+                    mine[name] = not param.is_flag
+        # the command path: the first words that are not options (or values of the group's options)
+        i = 0
+        while i < len(args) and args[i].startswith("-"):
+            name = args[i].split("=", 1)[0]
+            i += 2 if mine.get(name) and "=" not in args[i] else 1
+        if i >= len(args) or args[i] == "--":
+            return args
+        theirs: set[str] = set()
+        command: click.Command | None = self
+        j = i
+        while isinstance(command, click.Group) and j < len(args) and not args[j].startswith("-"):
+            try:
+                command = command.get_command(ctx, args[j])
+            except LedgerError:
+                return args
+            if command is None:
+                return args
+            for param in command.params:
+                if isinstance(param, click.Option):
+                    theirs.update((*param.opts, *param.secondary_opts))
+            j += 1
+        kept, moved = args[:j], []
+        k = j
+        while k < len(args):
+            token = args[k]
+            if token == "--":
+                kept.extend(args[k:])
+                break
+            name = token.split("=", 1)[0]
+            if name in mine and name not in theirs and name not in ("-h", "--help"):
+                takes = mine[name] and "=" not in token
+                moved.extend(args[k:k + 2] if takes else [token])
+                k += 2 if takes else 1
+                continue
+            kept.append(token)
+            k += 1
+        return moved + kept
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; a LedgerError ends it with one line on stderr and the error's exit code, Ctrl-C with 130."""
@@ -246,15 +314,17 @@ def run_main(command: click.Command, args: Sequence[str] | None = None) -> NoRet
     sys.exit(result if isinstance(result, int) else EXIT_OK)
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, *, command: bool = False) -> None:
     """Log to stderr at ``level`` (a name: "DEBUG", "info", ...; INFO when unknown), httpx and APScheduler
-    from WARNING up. For entry points only."""
+    from WARNING up. For entry points only. ``command``: a short command (not the long-running hub),
+    whose log lines read like its other messages, ``skyhub: ...``, from WARNING up unless asked for more."""
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    wanted = getattr(logging, level.upper(), logging.INFO)
     logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
+        level=max(wanted, logging.WARNING) if command and wanted > logging.DEBUG else wanted,
         stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format="skyhub: %(message)s" if command else "%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
 
 

@@ -1,8 +1,9 @@
 """Where settings come from, and the few the CLI needs before anything else.
 
 The layers, lowest first: ``config/skyhub.toml`` (shipped inside the package), a user's file
-(``--config`` / ``SKYHUB_CONFIG``), ``SKYHUB_*`` environment variables (nested with ``__``),
-the command line. TOML files merge key by key.
+(``--config`` / ``SKYHUB_CONFIG``, else ``skyhub.toml`` in the current folder when there is one),
+``SKYHUB_*`` environment variables (nested with ``__``), the command line. TOML files merge key
+by key.
 
 ``hub.settings`` reads every setting through pydantic (with product sections, validation and
 the messages). A command that only reads the ledger needs a handful of them (the database,
@@ -33,15 +34,31 @@ def defaults_text() -> str:
     return importlib.resources.files("skyhub_config").joinpath(DEFAULTS_NAME).read_text()
 
 
+LOCAL_NAME = "skyhub.toml"  # read from the current folder when no file is named
+
+
+def user_file(config: str | None = None) -> str | None:
+    """The user's settings file: ``--config``, else ``SKYHUB_CONFIG``, else ``./skyhub.toml`` when
+    there is one; None when there is none."""
+    path = config or os.environ.get("SKYHUB_CONFIG")
+    if path:
+        return path
+    return LOCAL_NAME if os.path.isfile(LOCAL_NAME) else None
+
+
 def layers(config: str | None = None) -> tuple[tuple[str, str], ...]:
     """The TOML layers as (name, text): the defaults, then the user's file if any."""
-    path = config or os.environ.get("SKYHUB_CONFIG")
+    path = user_file(config)
     found = [(DEFAULTS_LABEL, defaults_text())]
     if path:
         try:
-            found.append((path, Path(path).read_text()))
+            found.append((path, Path(path).read_text(encoding="utf-8")))
         except FileNotFoundError:
             raise Usage(f"config file {path!r} does not exist") from None
+        except IsADirectoryError:
+            raise Usage(f"config file {path!r} is a folder: give the path of a TOML file") from None
+        except UnicodeDecodeError as exc:
+            raise Usage(f"settings file {path} is not UTF-8 text (byte {exc.start} cannot be read): save it as UTF-8") from None
         except OSError as exc:
             raise Usage(f"cannot read config file {path!r}: {exc.strerror}") from None
     return tuple(found)

@@ -39,6 +39,7 @@ from .throttle import Failures
 log = logging.getLogger(__name__)
 
 PRINCIPAL = "skyhub.principal"
+ABORT = "skyhub.abort"  # scope["extensions"][ABORT]: cut the connection now (hub/server.py sets it, change streams use it)
 MAX_BODY = MAX_DOC_BYTES + 64 * 1024  # a 1 MiB document and its JSON envelope
 _DIGITS = re.compile(r"[0-9]+")
 Scope = dict[str, Any]

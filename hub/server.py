@@ -28,7 +28,9 @@ the API's (``hub/worker.py``, ``http.threads`` of them).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +38,10 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ledger import Invalid
+from ledger import Invalid, Usage
 
 from .auth import canonical_hub
-from .gate import MAX_BODY
+from .gate import ABORT, MAX_BODY
 
 if TYPE_CHECKING:
     from .app import App
@@ -47,7 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ABORT = "skyhub.abort"
 HEADER_BYTES = 16 * 1024  # request line + headers; uvicorn's default, stated
 LINGER_S = 2.0
 
@@ -254,7 +255,38 @@ def make_server(api: Any, host: str, port: int, settings: Settings) -> uvicorn.S
     return HubServer(config, bound)
 
 
-def serve(app: App, host: str, port: int, on_ready: Callable[[str], None] | None = None) -> None:
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port``, or ``Usage`` with one sentence naming what is wrong
+    (not an address of this machine, the port taken, no permission for a low port)."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else "not a valid name"
+        raise Usage(f"cannot serve on {host!r}: it is not an address or a name of this machine ({reason}); use --host with "
+                    "127.0.0.1 (this machine only), 0.0.0.0 (every interface) or one of its addresses") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.set_inheritable(True)
+    except OSError as exc:
+        sock.close()
+        where = f"{host}:{port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise Usage(f"port {port} on {host} is taken by another process: stop it, or choose another port with --port "
+                        "(0 picks a free one)") from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise Usage(f"cannot serve on {host!r}: it is not an address of this machine; use --host 127.0.0.1, 0.0.0.0 "
+                        "or one of its addresses") from None
+        if exc.errno == errno.EACCES:
+            raise Usage(f"cannot serve on {where}: ports below 1024 need privileges; choose a port above 1023 with --port") from None
+        raise Usage(f"cannot serve on {where}: {exc.strerror}") from None
+    return sock
+
+
+def serve(app: App, api: Any, host: str, port: int, on_ready: Callable[[str], None] | None = None,
+          sock: socket.socket | None = None) -> None:
     """Serve the API until SIGTERM/SIGINT, with the feed, sweep and scheduler running.
 
     The server runs in a thread and the main thread owns the signals, so a stop always goes
@@ -267,14 +299,13 @@ def serve(app: App, host: str, port: int, on_ready: Callable[[str], None] | None
 
     from ledger import LedgerError
 
-    from .api import create_api
-
-    server = make_server(create_api(app), host, port, app.settings)
+    sock = sock or listen(host, port)  # before anything starts: a bad address or a taken port is one line, and nothing ran
+    server = make_server(api, host, port, app.settings)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     app.start()
-    thread = threading.Thread(target=server.run, name="api", daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="api", daemon=True)
     thread.start()
     try:
         while not server.started:

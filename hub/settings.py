@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ledger import Usage, parse_interval
 from ledger.section import Interval, Section
+from ledger.text import duration
 
 from .config import default_actor, layers, merged
 from .products import products
@@ -213,6 +214,13 @@ class _MergedToml(PydanticBaseSettingsSource):
     def __init__(self, settings_cls: type[BaseSettings], files: tuple[tuple[str, str], ...]) -> None:
         super().__init__(settings_cls)
         self.data = merged(files)
+        # the root ignores unknown SKYHUB_* variables (other tools share the prefix), but a file names only settings
+        unknown = sorted(set(self.data) - set(settings_cls.model_fields))
+        if unknown:
+            where = files[-1][0]
+            moved = MOVED.get(unknown[0])
+            raise Usage(f"the settings are not valid: {unknown[0]} is {'now ' + moved if moved else 'not a setting'} "
+                        f"(in {where}; every setting is listed in docs/reference/settings.md)")
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover - unused
         return self.data.get(field_name), field_name, False
@@ -252,13 +260,6 @@ def _env_name(dotted: str) -> str:
     return "SKYHUB_" + dotted.upper().replace(".", "__")
 
 
-def _duration(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds * 1000:g}ms" if seconds < 1 else f"{seconds:g}s"
-
-
 def _shown(field: FieldInfo, default: Any) -> str:
     if isinstance(default, SecretStr) or default in ("", None):
         return "unset"
@@ -267,7 +268,7 @@ def _shown(field: FieldInfo, default: Any) -> str:
     if isinstance(default, dict):
         return "none" if not default else ", ".join(f"{k} = {v}" for k, v in default.items())
     if any(getattr(getattr(m, "func", None), "__wrapped__", None) is parse_interval for m in field.metadata):
-        return f"`{_duration(float(default))}`"
+        return f"`{duration(float(default))}`"
     return f"`{default}`"
 
 

@@ -38,7 +38,7 @@ from starlette.responses import Response
 
 from ledger import Change, LedgerError
 
-from .server import ABORT
+from .gate import ABORT
 from .worker import Worker
 
 log = logging.getLogger(__name__)

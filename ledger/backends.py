@@ -10,10 +10,11 @@ Settings a hub may expose (defaults in parentheses):
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from .clock import SYSTEM, Clock
-from .errors import Invalid
+from .errors import Invalid, NotFound
 from .machine import Rules
 
 if TYPE_CHECKING:  # the SQL layer loads with the first store opened, not with the ledger
@@ -25,8 +26,11 @@ DEFAULT_URL = "sqlite:///skyhub.db"
 def open_store(
     url: str | None = None, rules: Rules | None = None, clock: Clock = SYSTEM, *,
     pool_size: int | None = None, statement_timeout: float | None = None, connect_timeout: float | None = None,
+    create: bool = True,
 ) -> SQLStore:
-    """Open the store a database URL names (``sqlite:///PATH``, a bare path, or ``postgresql://...``)."""
+    """Open the store a database URL names (``sqlite:///PATH``, a bare path, or ``postgresql://...``).
+    ``create=False`` (a command that only reads) refuses a SQLite file that does not exist yet
+    instead of making an empty one."""
     url = url or DEFAULT_URL
     if url.startswith(("postgresql://", "postgres://")):
         from . import postgres
@@ -47,4 +51,7 @@ def open_store(
         path = url
     from . import sqlite
 
+    if not create and path != ":memory:" and not os.path.exists(path):
+        raise NotFound(f"no database at {path}: nothing has been written there yet (start the hub with `skyhub run`, "
+                       "write with `skyhub db put`, or point --database-url / SKYHUB_DATABASE_URL at an existing one)")
     return sqlite.open_sqlite(path, rules, clock, pool_size=pool_size or sqlite.POOL_SIZE)

@@ -536,6 +536,7 @@ class Queries:
     """Every fixed statement the SQL store runs, by name; ``compile_queries`` makes a dialect's."""
 
     get: str = "SELECT rev, {body}, deleted FROM docs WHERE db = :db AND id = :id"
+    has_db: str = "SELECT 1 FROM docs WHERE db = :db LIMIT 1"
     head: str = "SELECT rev, {body}, deleted FROM docs WHERE db = :db AND id = :id{for_update}"
     insert_doc: str = (
         "INSERT INTO docs (db, id, rev, body, deleted) VALUES (:db, :id, :rev, :body, :deleted) ON CONFLICT (db, id) DO NOTHING"

@@ -58,6 +58,11 @@ class Head:
         self.rev, self.body, self.deleted = rev, body, deleted
 
 
+def no_database(db: str) -> str:
+    """The sentence for a database nothing was ever written to."""
+    return f"no database {db!r}: nothing was ever written to it (a database is made by its first write; check the name)"
+
+
 class SQLStore:
     """Shared implementation; see ``SQLiteStore`` and ``PostgresStore``."""
 
@@ -200,11 +205,20 @@ class SQLStore:
             cur.execute(self.q.get, {"db": db, "id": id})
             row = cur.fetchone()
         if row is None:
+            if not self.has_db(db):
+                raise NotFound(no_database(db))
             raise NotFound(f"no document {id!r} in {db!r}")
         self._seen(db, id, row[0], row[1], bool(row[2]))
         if row[2]:
             raise NotFound(f"document {id!r} in {db!r} was deleted (rev {row[0]})")
         return with_meta(decode(row[1]), id, row[0])
+
+    def has_db(self, db: str) -> bool:
+        """Whether anything was ever written to ``db`` (a database is made by its first write)."""
+        check_db(db)
+        with self._op() as cur:
+            cur.execute(self.q.has_db, {"db": db})
+            return cur.fetchone() is not None
 
     def put(
         self, db: str, doc: Doc, id: str | None = None, *, actor: str,

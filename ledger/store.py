@@ -226,6 +226,9 @@ class Administration(Protocol):
     def counts(self, db: str | None = None) -> list[StatusCount]:
         """Live documents by database, kind and status."""
 
+    def has_db(self, db: str) -> bool:
+        """Whether anything was ever written to ``db`` (a database is made by its first write)."""
+
     def indexes(self) -> list[Index]:
         """Every field index."""
 

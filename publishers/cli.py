@@ -14,13 +14,14 @@ from typing import Any, Protocol, cast
 import click
 
 from ledger import Env, Ledger, NotFound, Usage
-from ledger.text import cell, iso, table
+from ledger.text import iso, table, whole
 
 from . import media
+from .admission import Admission
 from .listing import listing, next_step
-from .machine import DB, KIND
+from .machine import DB, KIND, PUBLISH
 from .queue import API_FIELDS, cancel, new_request, queue, request_id, resolve, retry
-from .validate import BSKY_IMAGE_BYTES, PLATFORMS, Admission, is_local
+from .validate import BSKY_IMAGE_BYTES, PLATFORMS, is_local
 
 
 class RemotePublisher(Protocol):
@@ -114,7 +115,7 @@ for _platform in PLATFORMS:
 
 @publish_group.command("ls")
 @click.option("--platform", type=click.Choice(list(PLATFORMS)), help="Only this platform.")
-@click.option("--status", help="Only this status (pending, items-created, carousel-created, done, error, skipped, cancelled).")
+@click.option("--status", type=click.Choice(list(PUBLISH.states)), help="Only this status.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=200, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="JSON output (an array) instead of a table.")
 @click.pass_obj
@@ -127,9 +128,9 @@ def publish_ls(env: Env, platform: str | None, status: str | None, limit: int, a
     if as_json:
         click.echo(json.dumps([{**d, "nextStep": next_step(d)} for d in docs], ensure_ascii=False))
         return
-    click.echo(table(["id", "status", "next step", "not before", "attempts", "permalink / last error"], [
-        [d["_id"], str(d.get("status")), cell(next_step(d), 32), iso(d["notBefore"]) if d.get("notBefore") else "",
-         str(d.get("attempts") or 0), d.get("permalink") or cell(d.get("lastError"), 60)]
+    click.echo(table(["id", "status", "not before", "attempts", "next step", "permalink / last error"], [  # nothing cut
+        [d["_id"], str(d.get("status")), iso(d["notBefore"]) if d.get("notBefore") else "",
+         str(d.get("attempts") or 0), whole(next_step(d)), d.get("permalink") or whole(d.get("lastError"))]
         for d in docs
     ]))
 

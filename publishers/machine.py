@@ -33,7 +33,8 @@ def _valid(old: dict[str, Any] | None, new: dict[str, Any], ctx: GuardContext) -
     refused = fresh(old, new, ctx)
     if refused:
         return refused
-    from .validate import Admission, creator_problem, new_problems  # each platform's rules load with the first new post
+    from .admission import Admission, creator_problem  # each platform's rules load with the first new post
+    from .validate import new_problems
 
     refused = creator_problem(ctx)
     if refused:

@@ -24,6 +24,7 @@ from typing import Any
 
 from ledger import Conflict, Guard, GuardContext, Ledger, Machine, NotFound
 
+from .admission import creator_problem
 from .errors import ContentProblem
 
 DB = "media"
@@ -37,8 +38,6 @@ def chunk_id(digest: str) -> str:
 
 
 def _chunk(old: dict[str, Any] | None, new: dict[str, Any], ctx: GuardContext) -> str | None:
-    from .validate import creator_problem  # the publishers' rules load with the first upload
-
     refused = creator_problem(ctx, "upload an image")
     if refused:
         return refused

@@ -12,9 +12,10 @@ from typing import Any
 
 from ledger import Conflict, Ledger
 
+from .admission import Admission
 from .errors import PostInvalid
 from .machine import DB, KIND, TICK_FIELDS
-from .validate import PLATFORMS, Admission, parse_at, problems
+from .validate import PLATFORMS, parse_at, problems
 
 CONTENT = ("platform", "account", "slug", "images", "caption", "text", "replyTo", "at")
 API_FIELDS = ("platform", "account", "slug", "caption", "images", "at", "replyTo")  # what POST /v1/publish takes

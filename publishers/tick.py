@@ -29,10 +29,11 @@ from typing import Any
 from ledger import Conflict, Context, Forbidden, LedgerError, NotFound, TickEvent
 
 from .accounts import Account
+from .admission import Admission
 from .machine import DB, KIND, STEPS
 from .queue import request_id
 from .steps import Run
-from .validate import CREDENTIAL_PLATFORM, Admission, parse_at, problems
+from .validate import CREDENTIAL_PLATFORM, parse_at, problems
 
 log = logging.getLogger(__name__)
 PAGE = 200

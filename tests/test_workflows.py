@@ -6,6 +6,7 @@ exist. check-jsonschema missing is a failure, never a skip: install skyhub[test]
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shlex
 import subprocess
@@ -124,7 +125,7 @@ def resolve(args: list[str]) -> str:
             continue
         if not isinstance(command, click.Group):
             continue  # an argument
-        sub = command.commands.get(word)
+        sub = command.get_command(click.Context(command), word)  # the products' groups load when asked for
         assert sub is not None, f"`{shlex.join(['skyhub', *path])}` has no command {word!r}"
         command, path = sub, [*path, word]
     assert not isinstance(command, click.Group), f"`{shlex.join(['skyhub', *path])}` needs a subcommand"
@@ -150,3 +151,38 @@ def test_the_builder_step_builds_with_the_device_key_and_publishes_the_pages() -
     names = [s.get("name", "") for s in all_steps]
     assert names.index("Build pending mentions") < names.index("Publish the pages")
     assert load(BUILD)["permissions"] == {"contents": "write"}
+
+
+def _check_step() -> str:
+    (step,) = [s for s in steps(load(BUILD)) if str(s.get("name", "")).startswith("Check the device credential")]
+    return str(step["run"])
+
+
+@pytest.mark.parametrize("pages", ["", "site", "/builds", "OWNER.github.io/REPO"])
+def test_the_first_step_refuses_to_run_without_a_pages_url(tmp_path: Path, pages: str) -> None:
+    env = {"PATH": os.environ["PATH"], "SKYHUB_HUB_URL": "https://hub.example.org", "SKYHUB_DEVICE_KEY": "PEM",
+           "SKYHUB_PAGES_URL": pages, "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary")}
+    run = subprocess.run(["bash", "-c", _check_step()], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 1 and "::error" in run.stdout and "SKYHUB_PAGES_URL is not an http(s) URL" in run.stdout
+
+
+def test_the_first_step_passes_with_the_configuration_set(tmp_path: Path) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "skyhub").write_text('#!/bin/sh\necho \'{"docs": [{"_id": "m1"}], "next": null}\'\n')
+    (fake / "skyhub").chmod(0o755)
+    env = {"PATH": f"{fake}:{os.environ['PATH']}", "SKYHUB_HUB_URL": "https://hub.example.org", "SKYHUB_DEVICE_KEY": "PEM",
+           "SKYHUB_DEVICE": "gha-builder", "SKYHUB_PAGES_URL": "https://shop.github.io/builds", "RUNNER_TEMP": str(tmp_path),
+           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary")}
+    run = subprocess.run(["bash", "-c", _check_step()], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 pending build(s)" in run.stdout
+
+
+def test_the_generator_refuses_a_base_url_that_is_not_a_link(tmp_path: Path) -> None:
+    job = '{"_id": "requests:at://did:plc:x/app.bsky.feed.post/1", "text": "a timer"}'
+    for base in ("", "site", "/builds"):
+        run = subprocess.run([sys.executable, "-m", "bot.codegen", "--out", str(tmp_path), "--base-url", base], input=job,
+                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert run.returncode == 2 and "must be the http(s) URL where the built pages are served" in run.stderr
+        assert run.stdout == "" and not any(tmp_path.iterdir())

@@ -9,7 +9,7 @@ from typing import Any, Protocol, cast
 import click
 
 from ledger import Env, Ledger, Usage
-from ledger.text import cell, iso, table
+from ledger.text import iso, table, whole
 
 from .credentials import PLATFORMS, Vault
 from .errors import NeedsReauth
@@ -119,7 +119,7 @@ def vault_list(env: Env, as_json: bool) -> None:
     click.echo(table(["id", "version", "status", "refreshed", "expires", "fingerprint", "attention"], [
         [c["id"], str(c["version"]), c["status"], iso(c["refreshedAt"]) if c.get("refreshedAt") else "",
          iso(c["expiresAt"]) if c.get("expiresAt") else "", c.get("fingerprint") or "",
-         ("NEEDS RE-AUTH: " + cell(c.get("lastError"))) if c.get("needsReauth") else cell(c.get("lastError"))]
+         ("NEEDS RE-AUTH: " + whole(c.get("lastError"))) if c.get("needsReauth") else whole(c.get("lastError"))]
         for c in creds
     ]))
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ledger import DEADLETTERS, LedgerError, Machine, NotFound, Store
+from ledger.text import duration
 
 from ..auth import AUTH_DB
 
@@ -226,10 +227,7 @@ def _ticks(app: App, now: int, started_at: int | None) -> tuple[list[dict[str, A
 
 def every_text(seconds: float) -> str:
     """An interval as people write it: ``30s``, ``1m``, ``1h``."""
-    for unit, size in (("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+    return duration(seconds)
 
 
 def _probes(app: App) -> tuple[list[dict[str, Any]], list[Item]]:

@@ -19,13 +19,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ledger import Change, Conflict, Forbidden, Ledger, LedgerError, NotFound
+from ledger import Conflict, Forbidden, Ledger, LedgerError, NotFound
+from publishers.admission import Admission
 from publishers.errors import PostInvalid
 from publishers.listing import next_step, page
 from publishers.machine import DB as REQUESTS
 from publishers.machine import KIND as PUBLISH_KIND
 from publishers.queue import cancel, new_request, queue, resolve, retry
-from publishers.validate import PLATFORMS, Admission, problems
+from publishers.validate import PLATFORMS, problems
 from vault import DB as VAULT_DB
 from vault import Vault
 from vault.credentials import PLATFORMS as CRED_PLATFORMS
@@ -456,15 +457,6 @@ async def activity_page(console: Console, request: Request) -> Response:
 
 
 # ---- live -----------------------------------------------------------------------------------
-def _event(c: Change) -> str:
-    status = c.doc.get("status") if isinstance(c.doc.get("status"), str) else None
-    data = json.dumps({"seq": c.seq, "db": c.db, "id": c.id, "status": status, "deleted": c.deleted}, ensure_ascii=False)
-    return f"id: {c.seq}\nevent: change\ndata: {data}\n\n"
-
-
-def _rendered(c: Change) -> bytes:
-    """What the page's stream shows of a change (nothing of the auth database)."""
-    return b"" if c.db == AUTH_DB else _event(c).encode()
 
 
 class _ConsoleStream(Response):

@@ -10,6 +10,7 @@ another origin) is refused with 403 and writes nothing.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
+from ledger import Change
+
+from ..auth import AUTH_DB
 from ..stream import Fanout
 from ..throttle import Failures
 from .activity import Activity
@@ -65,6 +69,15 @@ def doc_url(db: str, doc_id: str) -> str:
     return f"/console/doc/{quote(db, safe='')}/{quote(doc_id, safe='')}"
 
 
+def page_event(c: Change) -> bytes:
+    """What a page's stream shows of a change: its database, id and status (never a body; nothing of the auth database)."""
+    if c.db == AUTH_DB:
+        return b""
+    status = c.doc.get("status") if isinstance(c.doc.get("status"), str) else None
+    data = json.dumps({"seq": c.seq, "db": c.db, "id": c.id, "status": status, "deleted": c.deleted}, ensure_ascii=False)
+    return f"id: {c.seq}\nevent: change\ndata: {data}\n\n".encode()
+
+
 @dataclass
 class Console:
     """What every console route shares: the hub, sessions, the renderer, activity and metrics."""
@@ -82,10 +95,8 @@ class Console:
     def fanout(self) -> Fanout:
         """One reader of the change log for every open page (made on the first stream, on the server's loop)."""
         if self._fanout is None:
-            from .routes import _rendered
-
             http = self.app.settings.http
-            self._fanout = Fanout(self.app.store, _rendered, queue_size=http.stream_queue, keepalive=http.stream_keepalive,
+            self._fanout = Fanout(self.app.store, page_event, queue_size=http.stream_queue, keepalive=http.stream_keepalive,
                                   stopping=self.app.stopping.is_set)
         return self._fanout
 
