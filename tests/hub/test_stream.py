@@ -316,3 +316,32 @@ def test_a_store_that_fails_under_a_stream_ends_it_with_the_reason(store):
     assert client.ended and client.events() == [
         ("error", {"error": "backend", "reason": "PostgreSQL connection failed: the server closed the connection"})]
     assert fanout.stats()["open"] == 0
+
+
+def test_a_stream_that_does_not_read_holds_one_small_page_and_reads_nothing_ahead(store):
+    """Issue 16: 200 streams opened at since=0 that never read took the hub from 163 to 500 MiB
+    (each held a page of 500 changes and its copy), and their reads queued in the API's pool.
+    Now a catching-up stream holds one page of at most CATCHUP_BYTES and reads the next only
+    once the client took it, in threads of its own."""
+    from hub.stream import CATCHUP_BYTES
+
+    pad = "x" * 1000
+    for i in range(600):
+        store.put("notes", {"i": i, "pad": pad}, f"n{i:04d}", actor=ACTOR)
+
+    async def scenario():
+        fanout = Fanout(store, render)
+        stuck = Client(takes=2)  # the hello, one page: then its socket is full
+        task = open_stream(fanout, 0, stuck)
+        await until(lambda: stuck.takes == 0 and store.reads, "the first page")
+        await asyncio.sleep(0.3)  # time to read ahead, if it would
+        held = len(stuck.body)
+        reads = dict(store.reads)
+        stuck.abort()
+        await task
+        return held, reads
+
+    held, reads = asyncio.run(scenario())
+    assert held <= CATCHUP_BYTES + 2_000  # one page (cut after the change that crossed the limit) and the hello
+    assert sum(n for name, n in reads.items() if name.startswith("stream-catchup")) <= 2, reads  # the page taken, the one waiting
+    assert set(reads) <= {"stream-catchup-0", "stream-catchup-1", "stream-reader"}, reads  # never the API's threads
