@@ -218,13 +218,12 @@ def db_machines(state: State, as_json: bool) -> None:
     Example: skyhub db machines > machines.md
     """
     from .app import build_rules
-    from .docs import machine_markdown
 
     machines = build_rules().machines
     if as_json:
         click.echo(json.dumps([m.describe() for m in machines]))
         return
-    click.echo("\n".join(machine_markdown(m) for m in machines), nl=False)
+    click.echo("\n".join(m.markdown() for m in machines), nl=False)
 
 
 # ---- indexes ---------------------------------------------------------------------------

@@ -77,7 +77,10 @@ def status(state: State, as_json: bool, watch: bool, every: str) -> None:
     from ledger import parse_interval
 
     seconds = parse_interval(every)
-    read, close = _reader(state)
+    try:
+        read, close = _reader(state)
+    except KeyboardInterrupt:  # Ctrl-C before the first screen: stopped, as asked
+        return
     try:
         while True:
             data = read()

@@ -213,6 +213,12 @@ class Machine:
             "mermaid": self.mermaid(),
         }
 
+    def markdown(self) -> str:
+        """The machine as Markdown: a line naming it, then its diagram in a mermaid fence."""
+        counted = any(g.name.startswith(("claim", "attempts")) for e in self.edges for g in e.guards)
+        limit = f" (at most {self.max_attempts} attempts)" if counted else ""
+        return f"**{self.db}** documents with `{self.kind_field}: \"{self.kind}\"`{limit}:\n\n```mermaid\n{self.mermaid()}\n```\n"
+
     def mermaid(self) -> str:
         """The machine as a Mermaid state diagram (for the README and the console)."""
         lines = ["stateDiagram-v2"]

@@ -87,10 +87,17 @@ class Hub:
     def admin(self) -> Any:
         return self._admin
 
+    def _drain(self) -> None:
+        """After the process ended its stderr is at EOF: wait for the reader to take the rest and close the
+        pipe (a pipe left open is a ResourceWarning in whatever test runs when it is collected)."""
+        self._reader.join(60)
+        if self._reader.is_alive() and self.proc.stderr is not None:
+            self.proc.stderr.close()
+
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
-        self._reader.join(5)
+        self._drain()
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -100,7 +107,7 @@ class Hub:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self._reader.join(5)
+        self._drain()
         self.close_clients()
         if getattr(self, "_admin", None) is not None:
             self._admin.close()

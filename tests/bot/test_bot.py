@@ -568,3 +568,20 @@ def test_a_refused_session_holds_the_reply_until_the_vault_has_a_new_one(env):
     assert reply(event, ctx) == {"replied": 1}
     d = env.store.get("requests", job)
     assert d["status"] == "replied" and "held" not in d and d["attempts"] == 1
+
+
+@respx.mock
+@pytest.mark.parametrize("url,words", [
+    ("/builds/x/", "not a URL"), ("site/x/", "not a URL"),  # a builder without SKYHUB_BUILD_BASE_URL made these
+    ("http://127.0.0.1:8000/x/", "only https"), ("https://10.0.0.7/x/", "not a public one"),
+])
+def test_the_reply_never_posts_a_url_it_has_not_seen_answer(env, url, words):
+    from bot.reply import reply
+
+    job = built(env, url=url)
+    _, create, _ = reply_routes(env, job)
+    event, ctx = bot_context(env, "tick:reply", page_wait="10m")
+    assert reply(event, ctx) == {"error": 1}
+    d = env.store.get("requests", job)
+    assert d["status"] == "error" and "is not posted" in d["lastError"] and words in d["lastError"], d["lastError"]
+    assert create.call_count == 0

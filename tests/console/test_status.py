@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
-import time
+import threading
 
 from tests.hubproc import ROOT, Hub
 
@@ -41,10 +42,27 @@ def test_status_over_a_hub_and_watch_until_ctrl_c(tmp_path):
         assert denied.returncode == 4 and "unknown token" in denied.stderr
         proc = subprocess.Popen([sys.executable, "-m", "hub", "status", "--watch", "--every", "200ms"],
                                 env={**os.environ, "PYTHONPATH": str(ROOT), **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(2.5)
+        # Ctrl-C once it has refreshed twice (a fixed sleep raced the interpreter's start on a busy machine)
+        screens: queue.Queue[str] = queue.Queue()
+        seen: list[str] = []
+
+        def read() -> None:
+            for line in proc.stdout:  # type: ignore[union-attr]
+                seen.append(line)
+                if line.startswith("NEEDS A PERSON"):
+                    screens.put(line)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        for _ in range(2):
+            screens.get(timeout=120)  # a guard against hanging, not a timing assertion
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        proc.wait(timeout=120)
+        reader.join(60)
+        err = proc.stderr.read()  # type: ignore[union-attr]
+        proc.stderr.close()  # type: ignore[union-attr]
+        proc.stdout.close()  # type: ignore[union-attr]
         assert proc.returncode == 0, err
-        assert out.count("NEEDS A PERSON") >= 2 and "Traceback" not in err
+        assert "".join(seen).count("NEEDS A PERSON") >= 2 and "Traceback" not in err
     finally:
         hub.stop()

@@ -154,9 +154,21 @@ def test_delete_of_a_missing_document_is_not_found(store):
 
 
 def test_get_missing_is_not_found_with_a_reason(store):
+    store.put("notes", {"v": 1}, "there", actor="user:ana")
     with pytest.raises(NotFound) as err:
         store.get("notes", "nope")
-    assert err.value.code == "not_found" and "nope" in err.value.reason
+    assert err.value.code == "not_found" and "no document 'nope' in 'notes'" in err.value.reason
+
+
+def test_a_database_nothing_was_written_to_is_named_as_missing(store):
+    with pytest.raises(NotFound) as err:
+        store.get("nosuchdb", "x")
+    assert "no database 'nosuchdb'" in err.value.reason
+    if hasattr(store, "has_db"):  # a local store answers it; over HTTP the hub does (404 with the same sentence)
+        assert not store.has_db("nosuchdb")
+        store.put("nosuchdb", {"v": 1}, "x", actor="user:ana")
+        store.delete("nosuchdb", "x", actor="user:ana")
+        assert store.has_db("nosuchdb")  # a database with only a tombstone still exists
 
 
 @pytest.mark.parametrize("name", ["", "Upper", "1abc", "a" * 65, "has space", "semi;colon", "_x"])
