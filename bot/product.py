@@ -38,6 +38,9 @@ BOT = Product(
         "reply": "replies in the thread once a build's page is up, and records the permalink (runs once bot.handle is set)",
     },
     cli={"build": "bot.cli:build_group"},
+    pages="bot.pages:mention_pages",
+    nav=(("/console/mentions", "Mention builds"),),
+    templates="bot",
 )
 
 PRODUCTS = (BOT,)

@@ -37,22 +37,18 @@ from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ledger import Change, Forbidden, Invalid, Ledger, LedgerError, NotFound
+from ledger import Change, Context, Forbidden, Invalid, LedgerError, NotFound, Store
 from ledger.sql import no_database
-from publishers.media import DB as MEDIA_DB
-from vault import DB as VAULT_DB
-from vault import NoMasterKey, Vault, credential_id
-from vault.keys import ALTERNATIVES
-from vault.rotation import verify as verify_now
 
 from .app import App
 from .auth import AUTH_DB, Authenticator, Principal, Unauthorized
 from .gate import MAX_BODY, PRINCIPAL, Gate, Unprocessable
 from .headers import DOCS_PATHS, DOCS_ROUTES, SecureHeaders
 from .health import HealthProbe
+from .products import products
 from .stream import EventStream, Fanout, event
 from .throttle import Failures
 from .worker import Worker
@@ -104,29 +100,6 @@ class ChangesPage(BaseModel):
 
 class Head(BaseModel):
     seq: int
-
-
-class SecretIn(BaseModel):
-    secret: SecretStr | dict[str, Any] = Field(description="The secret: a string (token, app password) or a JSON object")
-
-    def __repr__(self) -> str:
-        return "SecretIn(secret=***)"
-
-
-class Credential(BaseModel):
-    id: str
-    platform: str
-    account: str
-    version: int
-    status: str
-    createdAt: int | None = None
-    refreshedAt: int | None = None
-    expiresAt: int | None = None
-    verifiedAt: int | None = None
-    needsReauth: bool | None = None
-    lastError: str | None = None
-    fingerprint: str | None = None
-    createSessions: dict[str, Any] | None = None
 
 
 class WhoAmI(BaseModel):
@@ -203,15 +176,20 @@ def _unreadable(cause: BaseException) -> str:
 
 
 # ---- what streams and pages show -----------------------------------------------------------
+@functools.cache
+def _redacted() -> dict[str, tuple[str, ...]]:
+    """The fields the products never let a change show, by database (the vault's ciphertext, an image's bytes)."""
+    return {db: fields for p in products() for db, fields in p.redact.items()}
+
+
 def visible(c: Change) -> dict[str, Any] | None:
-    """A change as the API shows it: none of the auth database, no vault ciphertext, no image bytes."""
+    """A change as the API shows it: none of the auth database, none of the fields a product redacts."""
     if c.db == AUTH_DB:
         return None
     item = c.as_dict()
-    if c.db == VAULT_DB:
-        item["doc"] = {k: v for k, v in c.doc.items() if k != "sealed"}
-    elif c.db == MEDIA_DB:  # an image's bytes (up to 683 KB a chunk) would flood every stream: its size is shown instead
-        item["doc"] = {k: v for k, v in c.doc.items() if k != "data"}
+    hidden = _redacted().get(c.db)
+    if hidden:
+        item["doc"] = {k: v for k, v in c.doc.items() if k not in hidden}
     return item
 
 
@@ -226,6 +204,38 @@ _QUIET: dict[str, Any] = (
     {"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {}
 )
+
+
+class _Web:
+    """What the hub hands a product's routes (``ledger.Web``)."""
+
+    def __init__(self, app: App, principal: Callable[..., Any], run: Callable[..., Awaitable[Any]]) -> None:
+        self._app = app
+        self._principal = principal
+        self._run = run
+
+    @property
+    def store(self) -> Store:
+        """The hub's store."""
+        return self._app.store
+
+    @property
+    def settings(self) -> Any:
+        """The hub's settings."""
+        return self._app.settings
+
+    @property
+    def principal(self) -> Callable[..., Any]:
+        """The FastAPI dependency giving the authenticated principal."""
+        return self._principal
+
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        """``fn`` in the API's threads, awaited."""
+        return self._run(fn, *args, **kwargs)
+
+    def context(self, product: str, actor: str) -> Context:
+        """A backend context for ``actor`` of ``product``."""
+        return self._app.context(product, actor)
 
 
 def create_api(app: App) -> FastAPI:
@@ -250,7 +260,7 @@ def create_api(app: App) -> FastAPI:
     pool = Worker("api", settings.http.threads)  # the endpoints' store calls: see hub/worker.py
     api.state.failures = Failures()  # refused credentials, per address: the gate's and the console's sign-in
     api.add_middleware(
-        Gate, authenticator=authenticator, clock=store.clock, public=public, max_body=MAX_BODY,
+        Gate, authenticator=authenticator, clock=app.clock, public=public, max_body=MAX_BODY,
         body_timeout=settings.http.body_timeout, run=pool.run, failures=api.state.failures,
     )
     fanout = Fanout(
@@ -301,8 +311,9 @@ def create_api(app: App) -> FastAPI:
     def reachable(db: str) -> str:
         if db == AUTH_DB:
             raise Forbidden(f"database {AUTH_DB!r} is not reachable through the API: use `skyhub user` and `skyhub device` on the hub")
-        if db == VAULT_DB:
-            raise Forbidden(f"database {VAULT_DB!r} is reachable only through /v1/vault (metadata, never secrets)")
+        for product in app.products:
+            if db in product.private:
+                raise Forbidden(f"database {db!r} {product.private[db]}")
         return db
 
     # ---- health --------------------------------------------------------------------------
@@ -416,43 +427,6 @@ def create_api(app: App) -> FastAPI:
         start = parse_last_event_id(last_event_id)
         return EventStream(fanout, since if start is None else start)
 
-    # ---- vault (write-only) ----------------------------------------------------------------
-    def vault_for(who: Principal) -> Vault:
-        return Vault(Ledger(store, who.actor), app.key)
-
-    @api.put("/v1/vault/credentials/{platform}/{account}", tags=["vault"], response_model=Credential)
-    @pooled
-    def vault_put(
-        platform: str = PathParam(description="bluesky, instagram, threads or facebook"),
-        account: str = PathParam(description="The account, e.g. ourbot.bsky.social or an Instagram user id"),
-        body: SecretIn = Body(...),
-        verify: bool = Query(False, description="Check the secret with the platform now instead of at the next vault tick"),
-        who: Principal = Depends(principal),
-    ) -> dict[str, Any]:
-        credential_id(platform, account)  # a bad platform or account is the client's mistake, whatever the hub lacks
-        if app.vault_key_problem():
-            raise NoMasterKey(f"the hub has no vault master key, so it cannot seal this secret: on the hub, {ALTERNATIVES}")
-        meta = vault_for(who).put(platform, account, body.secret.get_secret_value() if isinstance(body.secret, SecretStr) else body.secret)
-        if verify:
-            meta = verify_now(app.context("vault", "tick:vault"), meta["id"])
-        return meta
-
-    @api.get("/v1/vault/credentials", tags=["vault"], response_model=list[Credential])
-    @pooled
-    def vault_list(who: Principal = Depends(principal)) -> list[dict[str, Any]]:
-        return vault_for(who).list()
-
-    @api.get("/v1/vault/credentials/{cred_id}", tags=["vault"], response_model=Credential)
-    @pooled
-    def vault_show(cred_id: str = PathParam(max_length=200), who: Principal = Depends(principal)) -> dict[str, Any]:
-        return vault_for(who).show(cred_id)
-
-    @api.delete("/v1/vault/credentials/{cred_id}", tags=["vault"], response_model=Written)
-    @pooled
-    def vault_rm(cred_id: str = PathParam(max_length=200), who: Principal = Depends(principal)) -> Written:
-        vault_for(who).remove(cred_id)
-        return Written(id=cred_id, rev="", deleted=True)
-
     # ---- machines ------------------------------------------------------------------------
     @api.get("/v1/machines", tags=["machines"])
     @pooled
@@ -465,9 +439,11 @@ def create_api(app: App) -> FastAPI:
             return JSONResponse({"mermaid": text})
         return [m.describe() for m in ms]
 
-    from .api_publish import publish_router
-
-    api.include_router(publish_router(app))
+    web = _Web(app, principal, pool.run)
+    for product in app.products:  # each product's own routes, behind the same gate
+        router = product.router(web)
+        if router is not None:
+            api.include_router(router)
     __import__("hub.console", fromlist=["mount"]).mount(api, app)  # the console at / (hub/console), in front of the API
     api.add_middleware(SecureHeaders)  # outermost: every answer, the console's included, gets the security headers
     return api

@@ -16,11 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger import (
+    SYSTEM,
+    Clock,
     Context,
     Feed,
     Handler,
     Ledger,
     LedgerError,
+    Offered,
     Product,
     Rules,
     Scheduler,
@@ -35,7 +38,6 @@ from ledger.context import make_context
 from ledger.lease import Sweeper
 from ledger.sql import redact_url
 from ledger.text import duration
-from vault.keys import KeyLoader
 
 from .auth import protect
 from .products import products
@@ -53,8 +55,8 @@ def build_rules(known: Sequence[Product] | None = None) -> Rules:
     return rules
 
 
-def open_app_store(settings: Settings, rules: Rules | None = None) -> Store:
-    """The store the settings name, with every product's rules."""
+def open_app_store(settings: Settings, rules: Rules | None = None, clock: Clock = SYSTEM) -> Store:
+    """The store the settings name, with every product's rules, on ``clock``."""
     s = settings.store
     rules = rules if rules is not None else build_rules()
     rules.configure(settings.section)  # guards judge writes with the hub's real settings (image hosts, fetch policy)
@@ -63,16 +65,21 @@ def open_app_store(settings: Settings, rules: Rules | None = None) -> Store:
         if not dot:
             raise Usage(f"store.indexes: {name!r} is not db.field (e.g. \"requests.slug\")")
         rules.index(db, field)
-    return open_store(settings.database_url, rules,
+    return open_store(settings.database_url, rules, clock,
                       pool_size=s.pool_size or None, statement_timeout=s.statement_timeout, connect_timeout=s.connect_timeout)
 
 
-def services_for(settings: Settings, key: KeyLoader | None = None) -> Services:
-    """The vault (as each actor sees it) and the HTTP client every tick and handler shares."""
-    from vault import Vault
+def offered(settings: Settings, known: Sequence[Product] | None = None) -> dict[str, Offered]:
+    """What each product offers (``Product.services``), by product name."""
+    return {p.name: p.offered(settings) for p in (products() if known is None else known)}
 
-    loader = key or KeyLoader(settings.section("vault").key_file)
-    return Services(vault=lambda db: Vault(db, loader), http=_LazyHttp(settings.platforms.timeout), platforms=settings.platforms,  # type: ignore[arg-type]
+
+def services_for(settings: Settings, offers: dict[str, Offered] | None = None) -> Services:
+    """The vault (as each actor sees it, from the product that offers secrets), the HTTP client and the
+    guarded fetcher every tick and handler shares."""
+    offers = offers if offers is not None else offered(settings)
+    secrets = next((o.secrets for o in offers.values() if o.secrets is not None), None)
+    return Services(vault=secrets, http=_LazyHttp(settings.platforms.timeout), platforms=settings.platforms,  # type: ignore[arg-type]
                     fetch=_LazyFetcher(settings.fetch))
 
 
@@ -131,7 +138,8 @@ class App:
     sweeper: Sweeper
     scheduler: Scheduler
     ticks: list[Tick] = field(default_factory=list)
-    key: KeyLoader = field(default_factory=KeyLoader)
+    offers: dict[str, Offered] = field(default_factory=dict)  # what each product offers, by name
+    clock: Clock = SYSTEM  # the one clock: the store, the feed, the scheduler, the sweep, the gate and the sessions read it
     stopping: threading.Event = field(default_factory=threading.Event)
     _stopped: threading.Event = field(default_factory=threading.Event)
 
@@ -167,12 +175,12 @@ class App:
 
     def context(self, product: str, actor: str) -> Context:
         """A context for a backend ``actor`` of ``product`` (``tick:vault`` for "verify now")."""
-        return make_context(Ledger(self.store, actor), self.store.clock, actor.partition(":")[2] or actor, self.services,
+        return make_context(Ledger(self.store, actor), self.clock, actor.partition(":")[2] or actor, self.services,
                             settings=self.settings.section(product))
 
-    def vault_key_problem(self) -> str | None:
-        """Why the vault cannot open secrets (no master key configured), or None."""
-        return self.key.available()
+    def notices(self) -> list[str]:
+        """The lines the products want said when the hub starts (the vault has no key yet, ...)."""
+        return [line for o in self.offers.values() if o.notice is not None and (line := o.notice())]
 
     def health(self) -> dict[str, Any]:
         """Store, feed, scheduler and vault state, for /health and the console."""
@@ -200,32 +208,24 @@ class App:
                 r = runs[0]
                 entry["lastRun"] = {"scheduledAt": r.scheduled_at, "finishedAt": r.finished_at, "outcome": r.outcome, "error": r.error}
             ticks.append(entry)
-        vault = self._vault_health(store["ok"])
+        sections: dict[str, Any] = {}
+        for name, o in self.offers.items():  # each product's own part (the vault: its key)
+            if o.health is not None:
+                try:
+                    sections[name] = o.health(self.store)
+                except LedgerError as exc:
+                    sections[name] = {"ok": False, "reason": exc.reason}
         feed_ok = self.feed.running or not self.handlers
         sched_ok = self.scheduler.running or not self.ticks
+        products_ok = all(bool(section.get("ok")) for section in sections.values())
         return {
-            "ok": bool(store["ok"] and feed_ok and sched_ok and vault["ok"] and not self.stopping.is_set()),
+            "ok": bool(store["ok"] and feed_ok and sched_ok and products_ok and not self.stopping.is_set()),
             "store": store,
             "feed": {"running": self.feed.running, "handlers": handlers},
             "scheduler": {"running": self.scheduler.running, "ticks": ticks},
             "sweep": {"returned": self.sweeper.returned, "failed": self.sweeper.failed},
-            "vault": vault,
+            **sections,
         }
-
-    def _vault_health(self, store_ok: bool) -> dict[str, Any]:
-        from vault import DB as VAULT_DB
-
-        problem = self.vault_key_problem()
-        if problem is None:
-            return {"ok": True, "key": True}
-        credentials = 0
-        if store_ok:
-            try:
-                credentials = len(self.store.query(VAULT_DB, "kind", "credential", limit=1).docs)
-            except LedgerError:
-                pass
-        # without credentials nothing needs the key yet; with one, the vault tick fails every run
-        return {"ok": credentials == 0, "key": False, "reason": problem}
 
 
 SWEEP_HELP = "takes back expired leases (the hub also wakes it at the earliest lease)"
@@ -239,17 +239,18 @@ def tick_help(known: Sequence[Product] | None = None) -> dict[str, str]:
     return out
 
 
-def build_app(settings: Settings, *, services: Services | None = None) -> App:
-    """Compose the products the settings configure into one hub process."""
+def build_app(settings: Settings, *, services: Services | None = None, clock: Clock = SYSTEM) -> App:
+    """Compose the products the settings configure into one hub process, every part on ``clock``
+    (a fake clock in a test moves them all at once)."""
     known = products()
     rules = build_rules(known)
-    store = open_app_store(settings, rules)
-    key = KeyLoader(settings.section("vault").key_file)
-    services = services or services_for(settings, key)
+    store = open_app_store(settings, rules, clock)
+    offers = offered(settings, known)
+    services = services or services_for(settings, offers)
     f = settings.feed
     handlers: list[Handler] = []
     ticks: list[Tick] = []
-    sweeper = Sweeper(store, rules, safety_interval=settings.sweep.safety_interval)
+    sweeper = Sweeper(store, rules, clock=clock, safety_interval=settings.sweep.safety_interval)
     ticks.append(Tick("sweep", settings.sweep.safety_interval, lambda event, ctx: sweeper.sweep_once()))
     for product in known:
         section = settings.section(product.name) if product.settings is not None else None
@@ -265,6 +266,6 @@ def build_app(settings: Settings, *, services: Services | None = None) -> App:
     names = [t.name for t in ticks]
     if len(set(names)) != len(names):
         raise LedgerError(f"two ticks share a name: {sorted(n for n in names if names.count(n) > 1)[0]!r}")
-    feed = Feed(store, handlers, lease_ms=int(f.lease * 1000), batch_size=f.batch_size, services=services)
-    scheduler = Scheduler(store, ticks, owner=feed.owner, services=services)
-    return App(settings, store, rules, known, services, handlers, feed, sweeper, scheduler, ticks, key)
+    feed = Feed(store, handlers, clock=clock, lease_ms=int(f.lease * 1000), batch_size=f.batch_size, services=services)
+    scheduler = Scheduler(store, ticks, clock=clock, owner=feed.owner, services=services)
+    return App(settings, store, rules, known, services, handlers, feed, sweeper, scheduler, ticks, offers, clock)

@@ -72,11 +72,8 @@ def run(state: State, host: str | None, port: int | None) -> None:
     state.local_store("skyhub run")
     configure_logging(settings.log_level)
     app = build_app(settings)
-    problem = app.vault_key_problem()
-    if problem:
-        how = problem.removeprefix("no vault key: ")
-        click.echo("skyhub: note: the vault has no key yet; everything runs, but credentials (the bot's account, "
-                   f"publishing accounts) cannot be stored or used until it has one: {how}", err=True)
+    for line in app.notices():  # what the products want said (the vault has no key yet, ...)
+        click.echo(f"skyhub: note: {line}", err=True)
 
     def ready(url: str) -> None:
         click.echo(f"skyhub: API on {url}; database {app.store!r}; stop with Ctrl-C", err=True)

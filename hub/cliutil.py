@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from ledger import Change, Context, Documents, Invalid, LedgerError, Store, Usage
+from ledger import SYSTEM, Change, Context, Documents, Invalid, LedgerError, Store, Usage
 from ledger.actor import parse_actor
 from ledger.errors import EXIT_CONFLICT, EXIT_ERROR, EXIT_FORBIDDEN, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from ledger.text import cell, iso, table
@@ -147,7 +147,7 @@ class State:
         store = self.local_store(f"acting as {actor}")
         if self._services is None:
             self._services = services_for(self.settings)
-        return make_context(Ledger(store, actor), store.clock, actor.partition(":")[2], self._services, settings=self.section(product))
+        return make_context(Ledger(store, actor), SYSTEM, actor.partition(":")[2], self._services, settings=self.section(product))
 
     def _remote_store(self) -> Any:
         from .auth import load_key

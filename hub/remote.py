@@ -108,6 +108,11 @@ class RemoteStore:
         self._lock = threading.Lock()
 
     # ---- plumbing ------------------------------------------------------------------------
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One call of the hub's API (a product's own routes: ``vault.remote``, ``publishers.remote``), with the
+        retries, the credential and the error mapping of every other; the answer's JSON."""
+        return self._request(method, path, **kwargs)
+
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         def once() -> Any:
             try:
@@ -261,30 +266,6 @@ class RemoteStore:
                 return
             if stop is None:
                 time.sleep(1.0)
-
-    # ---- the vault (write-only: metadata comes back, never a secret) ----------------------
-    def vault_put(self, platform: str, account: str, secret: str | dict[str, Any], verify: bool = False) -> dict[str, Any]:
-        """Store a new version of a credential on the hub (``verify``: check it with the platform now); its metadata."""
-        path = f"/v1/vault/credentials/{quote(platform, safe='')}/{quote(account, safe='')}"
-        params = {"verify": "true"} if verify else {}
-        return self._request("PUT", path, params=params, json={"secret": secret})  # type: ignore[no-any-return]
-
-    def vault_list(self) -> list[dict[str, Any]]:
-        """Every credential's metadata."""
-        return self._request("GET", "/v1/vault/credentials")  # type: ignore[no-any-return]
-
-    def vault_show(self, cred_id: str) -> dict[str, Any]:
-        """One credential's metadata (never the secret)."""
-        return self._request("GET", f"/v1/vault/credentials/{quote(cred_id, safe='')}")  # type: ignore[no-any-return]
-
-    def vault_rm(self, cred_id: str) -> None:
-        """Delete a credential (its history keeps the metadata)."""
-        self._request("DELETE", f"/v1/vault/credentials/{quote(cred_id, safe='')}")
-
-    # ---- publishing --------------------------------------------------------------------------
-    def publish_queue(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Queue a post (``POST /v1/publish``, safe to repeat): ``{"id", "queued", "status"}``."""
-        return self._request("POST", "/v1/publish", json=body)  # type: ignore[no-any-return]
 
     def subscribe(self, listener: Callable[[Change | None], None]) -> Callable[[], None]:
         """Not over HTTP: raises LedgerError (use ``follow``)."""

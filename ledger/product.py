@@ -4,7 +4,8 @@ Each product package (``vault``, ``bot``, ``publishers``, and the engine's own r
 exports a ``Product``: its machines, who may write its free-form databases, the fields its
 ticks and handlers query (so indexes are declared, never a side effect of a read), its
 settings section, its ticks and handlers (built from that section, and only when the product
-is configured), and its CLI groups. The hub composes the products and holds no product logic.
+is configured), its CLI groups and its HTTP routes. The hub composes the products and holds no
+product logic.
 
 Keep the module that declares a product light: the ``ticks``/``handlers`` factories import
 what they run (atproto, say) inside their body, and the settings section (a pydantic model,
@@ -32,7 +33,7 @@ from .document import check_db, check_field
 from .feed import Handler
 from .machine import Machine, Rules
 from .scheduler import Tick
-from .store import Documents
+from .store import Documents, Store
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,91 @@ class Env(Protocol):
         """A backend context on the local store (``vault put --verify`` acts as ``tick:vault``)."""
 
 
+class Web(Protocol):
+    """What the hub hands a product's HTTP routes (``Product.api``): the product builds its own
+    ``fastapi.APIRouter`` from it, and the hub mounts it behind its gate. The gate has checked
+    the credential before any route runs; ``principal`` is the FastAPI dependency that gives the
+    authenticated person or device (``.actor``), whose writes the machines judge as usual."""
+
+    @property
+    def store(self) -> Store:
+        """The hub's store."""
+
+    @property
+    def settings(self) -> Any:
+        """The hub's settings (``section(name)`` gives a product's section)."""
+
+    @property
+    def principal(self) -> Callable[..., Any]:
+        """The FastAPI dependency: the authenticated principal (``.actor``)."""
+
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Await ``fn(*args, **kwargs)`` in the API's threads (store calls never run on the event loop)."""
+
+    def context(self, product: str, actor: str) -> Context:
+        """A backend context for ``actor`` of ``product`` (an endpoint that acts as a tick, e.g. "verify now")."""
+
+
+class Pages(Protocol):
+    """What the hub's console hands a product's pages (``Product.pages``): the console's frame
+    (sign-in, sessions, CSRF on every form, the templates' base and macros, security headers),
+    so a product's page is its handler and its template and nothing else. Handlers are
+    ``async def page(request) -> Response`` wrapped with ``page``; templates extend
+    ``base.html`` and live in the product's own ``templates/`` folder (``Product.templates``)."""
+
+    @property
+    def store(self) -> Store:
+        """The hub's store."""
+
+    @property
+    def settings(self) -> Any:
+        """The hub's settings."""
+
+    def page(self, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """The handler, sending a person without a session to sign in and answering a refused form."""
+
+    async def session(self, request: Any) -> Any:
+        """The signed-in person's session (``.actor``, ``.csrf``); raises to send them to sign in."""
+
+    async def form(self, request: Any, session: Any) -> dict[str, str]:
+        """A POSTed form, its CSRF value and origin checked (a refusal answers 403 and writes nothing)."""
+
+    def render(self, template: str, request: Any, session: Any, *, status_code: int = 200, **values: Any) -> Any:
+        """A page from a template (``title=`` names it), with the frame's navigation and live updates."""
+
+    def error(self, request: Any, session: Any, status: int, reason: str) -> Any:
+        """The error page: ``reason`` as said, answered with ``status``."""
+
+    def done(self, url: str, sentence: str) -> Any:
+        """After a form that wrote: back to ``url``, which shows ``sentence`` (303)."""
+
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Await ``fn(*args, **kwargs)`` off the event loop."""
+
+    def context(self, product: str, actor: str) -> Context:
+        """A backend context for ``actor`` of ``product``."""
+
+    def machine_for(self, db: str, doc: dict[str, Any]) -> Machine | None:
+        """The machine that governs ``doc`` in ``db``."""
+
+
+@dataclass
+class Offered:
+    """What a configured product offers the hub and the other products (``Product.services``).
+
+    ``secrets`` is the vault as one actor sees it (``ctx.vault`` in every tick and handler);
+    ``health`` a section of ``/health`` (``{"ok": ...}``; not ok makes the hub unhealthy);
+    ``notice`` one line the hub says when it starts (or None); ``attention`` the product's items
+    for "needs a person" (dicts with ``what``, ``title``, ``reason`` and optionally ``db``,
+    ``id``, ``status``, ``since``, ``rank``: lower comes first). Each is called when asked for."""
+
+    secrets: Callable[[Any], Any] | None = None
+    health: Callable[[Store], dict[str, Any]] | None = None
+    notice: Callable[[], str | None] | None = None
+    attention: Callable[[Store, int], list[dict[str, Any]]] | None = None
+    overview: Callable[[Store], dict[str, Any]] | None = None  # more of the overview's data (the probes' table)
+
+
 def _none(section: Any) -> Sequence[Any]:
     return ()
 
@@ -83,6 +169,14 @@ class Product:
     tick_help: Mapping[str, str] = field(default_factory=dict)  # every tick it can run -> what it does (help, README)
     handlers: Callable[[Any], Sequence[Handler]] = _none
     cli: Mapping[str, str] = field(default_factory=dict)  # command group -> "module:attribute", imported when used
+    api: str | None = None  # "module:function": function(web: Web) -> its fastapi.APIRouter, imported when the hub serves
+    services: str | None = None  # "module:function": function(settings) -> Offered, what it offers the hub and the others
+    pages: str | None = None  # "module:function": function(pages: Pages) -> its console routes (starlette Routes)
+    nav: Sequence[tuple[str, str]] = ()  # (path, label) of its pages in the console's navigation
+    templates: str | None = None  # the package whose templates/ folder holds its pages' templates
+    doc_actions: str | None = None  # "module:function": function(db, doc, actor, machine) -> [(to, label, form URL)], or None
+    private: Mapping[str, str] = field(default_factory=dict)  # db -> why the documents API does not reach it
+    redact: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # db -> fields no change stream or page shows
 
     def __post_init__(self) -> None:
         for db, name in self.indexes:
@@ -96,6 +190,37 @@ class Product:
         module, _, name = self.settings.partition(":")
         model: type[Any] = getattr(importlib.import_module(module), name)
         return model
+
+    def offered(self, settings: Any) -> Offered:
+        """What this product offers, built from the hub's ``settings`` (nothing when it declares no services)."""
+        if self.services is None:
+            return Offered()
+        module, _, name = self.services.partition(":")
+        made: Offered = getattr(importlib.import_module(module), name)(settings)
+        return made
+
+    def console_routes(self, pages: Pages) -> list[Any]:
+        """The product's console routes made for ``pages`` ([] when it has none)."""
+        if self.pages is None:
+            return []
+        module, _, name = self.pages.partition(":")
+        routes: list[Any] = list(getattr(importlib.import_module(module), name)(pages))
+        return routes
+
+    def actions(self) -> Callable[..., Any] | None:
+        """The product's document actions for the console's document page, or None."""
+        if self.doc_actions is None:
+            return None
+        module, _, name = self.doc_actions.partition(":")
+        found: Callable[..., Any] = getattr(importlib.import_module(module), name)
+        return found
+
+    def router(self, web: Web) -> Any:
+        """The product's HTTP routes (a ``fastapi.APIRouter``) made for ``web``, or None when it has none."""
+        if self.api is None:
+            return None
+        module, _, name = self.api.partition(":")
+        return getattr(importlib.import_module(module), name)(web)
 
     def declare(self, rules: Rules) -> None:
         """Add this product's machines, write policies and indexes to ``rules``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import click
 
@@ -22,12 +22,6 @@ from .listing import listing, next_step
 from .machine import DB, KIND, PUBLISH
 from .queue import API_FIELDS, cancel, new_request, queue, request_id, resolve, retry
 from .validate import BSKY_IMAGE_BYTES, PLATFORMS, is_local
-
-
-class RemotePublisher(Protocol):
-    """The publishing endpoints of a hub, as the remote store offers them."""
-
-    def publish_queue(self, body: dict[str, Any]) -> dict[str, Any]: ...
 
 
 @click.group("publish")
@@ -79,7 +73,9 @@ def _queue_command(platform: str) -> click.Command:
         body = new_request(platform, account=account, slug=slug, caption=caption, images=pairs, at=at, reply_to=reply_to,
                            now_ms=ledger.now())
         if env.remote:
-            out = cast(RemotePublisher, env.store).publish_queue({k: body[k] for k in API_FIELDS if k in body})
+            from .remote import publish_queue
+
+            out = publish_queue(cast(Any, env.store), {k: body[k] for k in API_FIELDS if k in body})
         else:
             doc, queued = queue(ledger, body, admission=Admission.from_settings(env))
             out = {"id": doc["_id"], "queued": queued, "status": doc["status"], "rev": doc["_rev"]}

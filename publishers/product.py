@@ -10,6 +10,7 @@ from ledger import ADMIN, Context, Policy, Product, Tick, TickEvent, tick, user
 
 from .machine import DB, PUBLISH
 from .media import CHUNKS
+from .media import DB as MEDIA
 
 if TYPE_CHECKING:
     from .settings import PublishSettings
@@ -36,6 +37,12 @@ PUBLISHERS = Product(
     ticks=_ticks,
     tick_help={"publish": "walks each queued post one step (containers, carousel, publish; a Bluesky record) to done with its permalink, never twice"},
     cli={"publish": "publishers.cli:publish_group"},
+    api="publishers.api:publish_router",
+    pages="publishers.pages:publish_pages",
+    nav=(("/console/publish", "Publishing"),),
+    templates="publishers",
+    doc_actions="publishers.pages:doc_actions",
+    redact={MEDIA: ("data",)},  # an image's bytes (up to 683 KB a chunk) would flood every stream and page
 )
 
 PRODUCTS = (PUBLISHERS,)

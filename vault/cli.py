@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -15,21 +15,8 @@ from .credentials import PLATFORMS, Vault
 from .errors import NeedsReauth
 from .keys import KeyLoader, init_key, new_key_text
 
-
-class RemoteVault(Protocol):
-    """The vault endpoints of a hub, as the remote store offers them."""
-
-    def vault_put(self, platform: str, account: str, secret: str | dict[str, Any], verify: bool = False) -> dict[str, Any]:
-        """Store a new version of a credential on the hub (``verify``: check it with the platform now); its metadata."""
-
-    def vault_list(self) -> list[dict[str, Any]]:
-        """Every credential's metadata."""
-
-    def vault_show(self, cred_id: str) -> dict[str, Any]:
-        """One credential's metadata (never the secret)."""
-
-    def vault_rm(self, cred_id: str) -> None:
-        """Delete a credential (its history keeps the metadata)."""
+if TYPE_CHECKING:
+    from .remote import RemoteVault
 
 
 @click.group("vault")
@@ -56,7 +43,9 @@ def vault_init(key_file: str | None, print_key: bool) -> None:
 
 
 def _remote(env: Env) -> RemoteVault | None:
-    return cast(RemoteVault, env.store) if env.remote else None
+    from .remote import RemoteVault
+
+    return RemoteVault(cast(Any, env.store)) if env.remote else None
 
 
 def _local(env: Env) -> Vault:
@@ -89,7 +78,7 @@ def vault_put(env: Env, platform: str, account: str, extra: tuple[str, ...], ver
     secret = _read_secret()
     remote = _remote(env)
     if remote is not None:
-        meta = remote.vault_put(platform, account, secret, verify)
+        meta = remote.put(platform, account, secret, verify)
     else:
         meta = _local(env).put(platform, account, secret)
         if verify:
@@ -112,7 +101,7 @@ def vault_list(env: Env, as_json: bool) -> None:
     Example: skyhub vault list --json
     """
     remote = _remote(env)
-    creds = remote.vault_list() if remote is not None else _local(env).list()
+    creds = remote.list() if remote is not None else _local(env).list()
     if as_json:
         click.echo(json.dumps(creds))
         return
@@ -133,7 +122,7 @@ def vault_show(env: Env, cred_id: str) -> None:
     Example: skyhub vault show bluesky:ourbot.bsky.social
     """
     remote = _remote(env)
-    click.echo(json.dumps(remote.vault_show(cred_id) if remote is not None else _local(env).show(cred_id)))
+    click.echo(json.dumps(remote.show(cred_id) if remote is not None else _local(env).show(cred_id)))
 
 
 @vault_group.command("rm")
@@ -146,7 +135,7 @@ def vault_rm(env: Env, cred_id: str) -> None:
     """
     remote = _remote(env)
     if remote is not None:
-        remote.vault_rm(cred_id)
+        remote.remove(cred_id)
     else:
         _local(env).remove(cred_id)
     click.echo(json.dumps({"removed": cred_id}))

@@ -39,6 +39,13 @@ VAULT = Product(
     ticks=_vault_ticks,
     tick_help={"vault": "verifies fresh pastes, rotates tokens before they expire, keeps Bluesky sessions alive, flags dead credentials"},
     cli={"vault": "vault.cli:vault_group"},
+    api="vault.api:vault_router",
+    services="vault.services:offered",
+    private={DB: "is reachable only through /v1/vault (metadata, never secrets)"},
+    pages="vault.pages:credential_pages",
+    nav=(("/console/credentials", "Credentials"),),
+    templates="vault",
+    redact={DB: ("sealed",)},
 )
 
 PROBE = Product(
@@ -47,6 +54,7 @@ PROBE = Product(
     settings="vault.settings:ProbeSettings",
     ticks=_probe_ticks,
     tick_help={"probe": "one cheap request per configured lane (runs once [probe.lanes] names one)"},
+    services="vault.services:probe_offered",
 )
 
 PRODUCTS = (VAULT, PROBE)

@@ -42,10 +42,10 @@ class Activity:
     """See the module docstring. Thread-safe; ``advance()`` reads what is new. ``now`` (epoch ms)
     is the store's clock unless given."""
 
-    def __init__(self, store: Store, rules: Rules, *, now: Callable[[], int] | None = None) -> None:
+    def __init__(self, store: Store, rules: Rules, *, now: Callable[[], int]) -> None:
         self.store = store
         self.rules = rules
-        self.now = now or store.clock.now_ms
+        self.now = now  # the hub's one clock
         self.cursor: int | None = None
         self.finished: dict[str, dict[int, int]] = {m.name: {} for m in rules.machines}
         self.outcomes: Counter[tuple[str, str, str]] = Counter()

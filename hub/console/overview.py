@@ -12,11 +12,12 @@ the machines (their states and terminal states) and the conventional fields (``h
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ledger import DEADLETTERS, LedgerError, Machine, NotFound, Store
+from ledger import DEADLETTERS, LedgerError, Machine, Store
 from ledger.text import duration
 
 from ..auth import AUTH_DB
@@ -24,14 +25,17 @@ from ..auth import AUTH_DB
 if TYPE_CHECKING:
     from ..app import App
 
+log = logging.getLogger(__name__)
 PER_STATE = 50  # documents read per state when looking for held work and expired leases
 FAILED_SHOWN = 20  # documents shown per failure state
 FAILURE_STATES = frozenset({"error", "failed", "build-failed"})
 PERSON_STATES = frozenset({"needs-person"})  # work that waits for a person's choice (a publish that cannot be told apart)
 HIDDEN_DBS = frozenset({AUTH_DB})
 
-# the order "needs a person" is shown in: what blocks work first
-ORDER = ("key", "needs-reauth", "held", "needs-person", "failed", "deadletter", "lease-expired", "tick-failed", "tick-late", "probe-failing")
+# the order "needs a person" is shown in, what blocks work first: a product's items say their own rank
+# (the vault's missing key 0, a credential that needs re-auth 1, a failing probe 9) and the engine's fit between
+ORDER = ("held", "needs-person", "failed", "deadletter", "lease-expired", "tick-failed", "tick-late")
+RANKS = {what: i + 2 for i, what in enumerate(ORDER)}  # 0 and 1: what blocks every product (the vault's key, credentials)
 
 
 @dataclass
@@ -46,6 +50,11 @@ class Item:
     status: str | None = None
     since: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    rank: int = -1  # lower comes first; -1: the rank of its kind in ORDER
+
+    def __post_init__(self) -> None:
+        if self.rank < 0:
+            self.rank = RANKS.get(self.what, len(ORDER) + 2)
 
     def as_dict(self) -> dict[str, Any]:
         """The item as JSON-ready data."""
@@ -56,6 +65,13 @@ class Item:
                 out[key] = value
         out.update(self.extra)
         return out
+
+
+def _item(d: dict[str, Any]) -> Item:
+    """A product's item (a dict) as an Item."""
+    known = {k: d[k] for k in ("db", "id", "status", "since") if d.get(k) is not None}
+    extra = {k: v for k, v in d.items() if k not in ("what", "title", "reason", "db", "id", "status", "since", "rank")}
+    return Item(str(d["what"]), str(d["title"]), str(d.get("reason") or ""), **known, extra=extra, rank=int(d.get("rank", -1)))
 
 
 def is_failure(machine: Machine | None, status: str) -> bool:
@@ -70,7 +86,7 @@ def is_failure(machine: Machine | None, status: str) -> bool:
 def overview(app: App, *, started_at: int | None = None) -> dict[str, Any]:
     """The whole overview as JSON-ready data (see the module docstring)."""
     store = app.store
-    now = store.clock.now_ms()
+    now = app.clock.now_ms()
     counts = [c for c in store.counts() if c.db not in HIDDEN_DBS]
     machines = app.rules.machines
     by_machine = {(m.db, m.kind): m for m in machines}
@@ -97,14 +113,20 @@ def overview(app: App, *, started_at: int | None = None) -> dict[str, Any]:
         })
 
     items: list[Item] = []
-    items += _vault_items(app)
+    more: dict[str, Any] = {}
+    for o in app.offers.values():  # each product's own items and parts (the vault's credentials, the probes' lanes)
+        try:
+            if o.attention is not None:
+                items += [_item(d) for d in o.attention(store, now)]
+            if o.overview is not None:
+                more.update(o.overview(store))
+        except LedgerError as exc:
+            log.warning("overview: a product's part could not be read: %s", exc.reason)
     items += _machine_items(store, machines, databases, now)
     items += _deadletters(store, databases)
     ticks, tick_items = _ticks(app, now, started_at)
     items += tick_items
-    probes, probe_items = _probes(app)
-    items += probe_items
-    items.sort(key=lambda i: (ORDER.index(i.what) if i.what in ORDER else len(ORDER), -(i.since or 0)))
+    items.sort(key=lambda i: (i.rank, -(i.since or 0)))
 
     try:
         head = store.head_seq()
@@ -118,25 +140,9 @@ def overview(app: App, *, started_at: int | None = None) -> dict[str, Any]:
         "attention": [i.as_dict() for i in items],
         "ticks": ticks,
         "handlers": _handlers(app),
-        "probes": probes,
+        "probes": [],
+        **more,
     }
-
-
-def _vault_items(app: App) -> list[Item]:
-    from vault import DB as VAULT_DB
-    from vault.credentials import public
-
-    out: list[Item] = []
-    problem = app.vault_key_problem()
-    page = app.store.query(VAULT_DB, "kind", "credential", 200)
-    if problem and page.docs:
-        out.append(Item("key", "the vault has no master key", problem))
-    for doc in page.docs:
-        meta = public(doc)
-        if meta.get("needsReauth") or meta.get("status") == "needs-reauth":
-            out.append(Item("needs-reauth", f"{meta['id']} NEEDS RE-AUTH", str(meta.get("lastError") or "the platform refused it"),
-                            db=VAULT_DB, id=meta["id"], status=str(meta.get("status")), since=meta.get("refreshedAt")))
-    return out
 
 
 def _machine_items(store: Store, machines: Iterable[Machine], databases: dict[str, dict[str, Any]], now: int) -> list[Item]:
@@ -228,28 +234,6 @@ def _ticks(app: App, now: int, started_at: int | None) -> tuple[list[dict[str, A
 def every_text(seconds: float) -> str:
     """An interval as people write it: ``30s``, ``1m``, ``1h``."""
     return duration(seconds)
-
-
-def _probes(app: App) -> tuple[list[dict[str, Any]], list[Item]]:
-    from vault.probe import DB as PROBES
-
-    try:
-        lanes = dict(app.settings.section("probe").lanes)
-    except (LedgerError, AttributeError, KeyError):
-        lanes = {}
-    rows: list[dict[str, Any]] = []
-    items: list[Item] = []
-    for lane in sorted(lanes):
-        try:
-            doc = app.store.get(PROBES, lane)
-        except (NotFound, LedgerError):
-            rows.append({"lane": lane, "ok": None})
-            continue
-        rows.append({k: doc.get(k) for k in ("lane", "ok", "latencyMs", "lastError", "checkedAt", "lastOkAt")})
-        if doc.get("ok") is False:
-            items.append(Item("probe-failing", f"probe {lane} is failing", str(doc.get("lastError") or ""), db=PROBES, id=lane,
-                              since=doc.get("checkedAt")))
-    return rows, items
 
 
 def _handlers(app: App) -> list[dict[str, Any]]:

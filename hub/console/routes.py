@@ -19,23 +19,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ledger import Conflict, Forbidden, Ledger, LedgerError, NotFound
-from publishers.admission import Admission
-from publishers.errors import PostInvalid
-from publishers.listing import next_step, page
-from publishers.machine import DB as REQUESTS
-from publishers.machine import KIND as PUBLISH_KIND
-from publishers.queue import cancel, new_request, queue, resolve, retry
-from publishers.validate import PLATFORMS, problems
-from vault import DB as VAULT_DB
-from vault import Vault
-from vault.credentials import PLATFORMS as CRED_PLATFORMS
-from vault.errors import VaultError
+from ledger import LedgerError, NotFound
 
 from ..auth import AUTH_DB, Unauthorized
 from .charts import bars_svg, legend, lines_svg
 from .diagram import machine_svg
-from .forms import PublishForm, field_for
 from .metrics import CONTENT_TYPE
 from .overview import overview
 from .sessions import COOKIE, PRE_COOKIE, SESSION_MS, Session, csrf_token, new_presession
@@ -178,7 +166,8 @@ async def doc_page(console: Console, request: Request) -> Response:
         history = await run_in_threadpool(store.history, db, doc_id)
     except LedgerError as exc:
         return _error(console, request, session, exc.status, exc.reason)
-    fields = [(k, _show(v)) for k, v in sorted(doc.items()) if k != "sealed"]
+    hidden = console.redact.get(db, ())
+    fields = [(k, _show(v)) for k, v in sorted(doc.items()) if k not in hidden]
     revisions = []
     before: dict[str, Any] = {}
     for c in history:
@@ -187,40 +176,33 @@ async def doc_page(console: Console, request: Request) -> Response:
         for key in sorted(set(before) | set(body)):
             if before.get(key) == body.get(key):
                 continue
-            if key == "sealed":
-                changed.append(("sealed", None, "(a new sealed secret: never shown)"))
+            if key in hidden:
+                changed.append((key, None, f"(a new {key}: never shown)"))
             else:
                 changed.append((key, _show(before[key]) if key in before else None, _show(body.get(key)) if key in body else "(removed)"))
         revisions.append({"rev": c.rev, "actor": c.actor, "at": c.at, "deleted": c.deleted, "changed": changed})
         before = body
     revisions.reverse()
     return console.render("doc.html", request, session, title=f"{db} / {doc_id}", db=db, doc_id=doc_id, rev=doc.get("_rev"),
-                          fields=fields, sealed="sealed" in doc, revisions=revisions, actions=_actions(console, db, doc, session))
+                          fields=fields, hidden=[k for k in hidden if k in doc], revisions=revisions,
+                          actions=_actions(console, db, doc, session))
 
 
 def _actions(console: Console, db: str, doc: dict[str, Any], session: Session) -> list[tuple[str, str, str]]:
-    """The moves the machine lets this person make from the document's state: (to, label, form action)."""
-    if db == VAULT_DB:
+    """The moves the machine lets this person make from the document's state: (to, label, form action).
+    A product may name its own (a post's Retry goes through the queue's retry); else each edge is a move."""
+    if db in console.private:
         return []
     machine = console.app.rules.machine_for(db, doc)
     if machine is None:
         return []
+    for product_actions in console.doc_actions:
+        found = product_actions(db, doc, session.actor, machine)
+        if found is not None:
+            return list(found)
     status = doc.get("status")
-    out = []
-    for edge in machine.edges:
-        if status in edge.src and edge.dst != status and edge.allows(session.actor):
-            if db == REQUESTS and doc.get("kind") == PUBLISH_KIND:
-                verb = {"pending": "retry", "cancelled": "cancel"}.get(edge.dst)
-                if verb:
-                    out.append((edge.dst, verb.capitalize(), f"/console/publish/{verb}"))
-                elif status == "needs-person" and edge.dst == "done":  # one choice per candidate media
-                    for c in doc.get("candidates") or []:
-                        if isinstance(c, dict) and c.get("mediaId"):
-                            label = f"It became {c['mediaId']}" + (f" ({c['timestamp']})" if c.get("timestamp") else "")
-                            out.append((str(c["mediaId"]), label, "/console/publish/resolve"))
-            else:
-                out.append((edge.dst, f"Move to {edge.dst}", "/console/move"))
-    return out
+    return [(edge.dst, f"Move to {edge.dst}", "/console/move") for edge in machine.edges
+            if status in edge.src and edge.dst != status and edge.allows(session.actor)]
 
 
 @page_route
@@ -229,7 +211,7 @@ async def move(console: Console, request: Request) -> Response:
     session = await console.session(request)
     fields = await console.form(request, session.cookie)
     db, doc_id, rev, to = (fields.get(k, "") for k in ("db", "id", "rev", "to"))
-    if db in (AUTH_DB, VAULT_DB):
+    if db == AUTH_DB or db in console.private:
         raise Refused(403, f"documents of {db!r} are not moved from here")
 
     def write() -> str:
@@ -244,200 +226,6 @@ async def move(console: Console, request: Request) -> Response:
     except LedgerError as exc:
         return _error(console, request, session, exc.status, exc.reason)
     return RedirectResponse(f"{doc_url(db, doc_id)}?done={_quote(done)}", status_code=303, headers=SECURITY_HEADERS)
-
-
-# ---- publishing -----------------------------------------------------------------------------
-def _publish_counts(console: Console) -> dict[str, int]:
-    return {c.status: c.n for c in console.app.store.counts(REQUESTS) if c.kind == PUBLISH_KIND}
-
-
-async def _publish_view(console: Console, request: Request, session: Session, form: PublishForm, errors: dict[str, list[str]],
-                        status_code: int = 200) -> Response:
-    status = request.query_params.get("status", "")
-    platform = request.query_params.get("platform", "")
-    after = request.query_params.get("after") or None
-    if platform not in PLATFORMS:
-        platform = ""
-    machine = console.app.rules.machine_for(REQUESTS, {"kind": PUBLISH_KIND})
-
-    def read() -> tuple[list[dict[str, Any]], str | None, dict[str, int]]:
-        found = page(console.app.store, platform=platform or None, status=status or None, limit=PAGE_SIZE, after=after)
-        return found.docs, found.next, _publish_counts(console)
-
-    docs, nxt, counts = await run_in_threadpool(read)
-    rows = []
-    for d in docs:
-        actions = []
-        if machine is not None:
-            for edge in machine.edges:
-                if d.get("status") in edge.src and edge.dst != d.get("status") and edge.allows(session.actor):
-                    verb = {"pending": "retry", "cancelled": "cancel"}.get(edge.dst)
-                    if verb:
-                        actions.append((verb, verb.capitalize()))
-        rows.append({**d, "nextStep": next_step(d), "actions": actions})
-    query = "&".join(f"{k}={_quote(v)}" for k, v in (("status", status), ("platform", platform)) if v)
-    next_url = f"/console/publish?{query}{'&' if query else ''}after={_quote(nxt)}" if nxt else None
-    section = console.app.settings.section("publish")
-    return console.render(
-        "publish.html", request, session, title="Publishing", form=form, errors=errors, anchors=form.anchors(errors),
-        platforms=PLATFORMS, defaults=dict(section.accounts), statuses=list(machine.states) if machine else [],
-        status=status, platform=platform, docs=rows, counts=counts, next_url=next_url, image_rows=20,
-        shown_rows=max(4, len(form.images)), status_code=status_code,
-    )
-
-
-@page_route
-async def publish_page(console: Console, request: Request) -> Response:
-    """The publishing form and the queue."""
-    session = await console.session(request)
-    return await _publish_view(console, request, session, PublishForm.empty(), {})
-
-
-@page_route
-async def publish_submit(console: Console, request: Request) -> Response:
-    """Queue a post as the signed-in person; on a mistake, each sentence next to its field and nothing written."""
-    session = await console.session(request)
-    fields = await console.form(request, session.cookie)
-    form = PublishForm.read(fields)
-    section = console.app.settings.section("publish")
-    now = console.app.store.clock.now_ms()
-    errors = form.errors(now)
-    account = form.account or section.accounts.get(form.platform, "")
-    if form.platform in PLATFORMS and not account:
-        errors.setdefault("account", []).append(f"no account: give one, or set publish.accounts.{form.platform} on the hub")
-    admission = Admission.from_settings(console.app.settings)
-    body = new_request(form.platform, account=account, slug=form.slug, caption=form.caption, images=form.images,
-                       at=form.at_iso, reply_to=form.reply_to or None, now_ms=now)
-    if "platform" not in errors:
-        for sentence in problems(body, now_ms=now, admission=admission):
-            if not (sentence.startswith("account") and "account" in errors):
-                errors.setdefault(field_for(sentence), []).append(sentence)
-    if errors:
-        return await _publish_view(console, request, session, form, errors, 422)
-    try:
-        doc, queued = await run_in_threadpool(queue, Ledger(console.app.store, session.actor), body, admission=admission)
-    except PostInvalid as exc:
-        for sentence in exc.reason.split("; "):
-            errors.setdefault(field_for(sentence), []).append(sentence)
-        return await _publish_view(console, request, session, form, errors, 422)
-    except Conflict as exc:
-        errors.setdefault("slug", []).append(exc.reason)
-        return await _publish_view(console, request, session, form, errors, 409)
-    except Forbidden as exc:
-        errors.setdefault("platform", []).append(exc.reason)
-        return await _publish_view(console, request, session, form, errors, 403)
-    done = f"{doc['_id']} queued ({doc['status']})" if queued else f"{doc['_id']} was already queued with the same content; nothing new was written"
-    return RedirectResponse(f"/console/publish?done={_quote(done)}", status_code=303, headers=SECURITY_HEADERS)
-
-
-def _publish_move(verb: str) -> Endpoint:
-    move_fn = retry if verb == "retry" else cancel
-
-    @page_route
-    async def act(console: Console, request: Request) -> Response:
-        session = await console.session(request)
-        fields = await console.form(request, session.cookie)
-        doc_id = fields.get("id", "")
-        try:
-            await run_in_threadpool(move_fn, Ledger(console.app.store, session.actor), doc_id)
-        except LedgerError as exc:
-            return _error(console, request, session, exc.status, exc.reason)
-        done = f"{doc_id}: {'back in the queue' if verb == 'retry' else 'cancelled'}"
-        return RedirectResponse(f"/console/publish?done={_quote(done)}", status_code=303, headers=SECURITY_HEADERS)
-
-    return act
-
-
-@page_route
-async def publish_resolve(console: Console, request: Request) -> Response:
-    """A person says which candidate media a post that needs a person became."""
-    session = await console.session(request)
-    fields = await console.form(request, session.cookie)
-    doc_id, media_id = fields.get("id", ""), fields.get("to", "")
-    try:
-        await run_in_threadpool(resolve, Ledger(console.app.store, session.actor), doc_id, media_id)
-    except LedgerError as exc:
-        return _error(console, request, session, exc.status, exc.reason)
-    done = f"{doc_id}: recorded as media {media_id}"
-    return RedirectResponse(f"/console/publish?done={_quote(done)}", status_code=303, headers=SECURITY_HEADERS)
-
-
-# ---- mention builds -------------------------------------------------------------------------
-@page_route
-async def mentions_page(console: Console, request: Request) -> Response:
-    """Mention builds by status."""
-    session = await console.session(request)
-    machine = console.app.rules.machine_for(REQUESTS, {"kind": "mention"})
-    states = list(machine.states) if machine else []
-
-    def read() -> tuple[dict[str, int], list[dict[str, Any]], str | None, str]:
-        counts = {c.status: c.n for c in console.app.store.counts(REQUESTS) if c.kind == "mention"}
-        status = request.query_params.get("status") or next((s for s in states if counts.get(s)), states[0] if states else "")
-        found = console.app.store.query(REQUESTS, "status", status, PAGE_SIZE, request.query_params.get("after") or None)
-        return counts, [d for d in found.docs if d.get("kind") == "mention"], found.next, status
-
-    counts, docs, nxt, status = await run_in_threadpool(read)
-    next_url = f"/console/mentions?status={_quote(status)}&after={_quote(nxt)}" if nxt else None
-    return console.render("mentions.html", request, session, title="Mention builds", statuses=states, status=status, counts=counts,
-                          docs=docs, next_url=next_url)
-
-
-# ---- credentials ----------------------------------------------------------------------------
-async def _credentials_view(console: Console, request: Request, session: Session, form: dict[str, Any],
-                            errors: dict[str, list[str]], status_code: int = 200) -> Response:
-    creds = await run_in_threadpool(lambda: Vault(Ledger(console.app.store, session.actor), console.vault_key).list())
-    creds.sort(key=lambda c: (not (c.get("needsReauth") or c.get("status") == "needs-reauth"), c["id"]))
-    return console.render("credentials.html", request, session, title="Credentials", creds=creds, form=form, errors=errors,
-                          cred_platforms=list(CRED_PLATFORMS), key_problem=console.app.vault_key_problem(), status_code=status_code)
-
-
-@page_route
-async def credentials_page(console: Console, request: Request) -> Response:
-    """Credentials and the paste form."""
-    session = await console.session(request)
-    return await _credentials_view(console, request, session, {"platform": "instagram", "account": "", "verify": False}, {})
-
-
-@page_route
-async def credentials_paste(console: Console, request: Request) -> Response:
-    """Store a new secret through ``Vault.put`` as the signed-in person; it is never shown again."""
-    session = await console.session(request)
-    fields = await console.form(request, session.cookie)
-    platform, account = fields.get("platform", ""), fields.get("account", "").strip()
-    secret = fields.pop("secret", "")
-    form = {"platform": platform, "account": account, "verify": bool(fields.get("verify"))}  # never the secret
-    errors: dict[str, list[str]] = {}
-    if platform not in CRED_PLATFORMS:
-        errors["cred-platform"] = [f"platform must be one of {', '.join(CRED_PLATFORMS)}"]
-    if not account:
-        errors["cred-account"] = ["give the account this secret is for"]
-    if not secret.strip():
-        errors["secret"] = ["paste the secret"]
-    problem = console.app.vault_key_problem()
-    if problem and not errors:
-        errors["secret"] = [f"the hub has no vault master key, so it cannot seal this secret: {problem}"]
-    if errors:
-        return await _credentials_view(console, request, session, form, errors, 422)
-
-    def store_it() -> dict[str, Any]:
-        meta = Vault(Ledger(console.app.store, session.actor), console.vault_key).put(platform, account, secret)
-        if form["verify"]:
-            from vault.rotation import verify
-
-            meta = verify(console.app.context("vault", "tick:vault"), meta["id"])
-        return meta
-
-    try:
-        meta = await run_in_threadpool(store_it)
-    except VaultError as exc:
-        where = "cred-account" if "account" in exc.reason.split(" ", 2)[:2] else "secret"
-        return await _credentials_view(console, request, session, form, {where: [exc.reason]}, 422)
-    except LedgerError as exc:
-        return await _credentials_view(console, request, session, form, {"secret": [exc.reason]}, exc.status)
-    finally:
-        secret = ""
-    done = f"{meta['id']}: version {meta.get('version')} stored ({meta.get('status')})"
-    return RedirectResponse(f"/console/credentials?done={_quote(done)}", status_code=303, headers=SECURITY_HEADERS)
 
 
 # ---- activity (charts) ----------------------------------------------------------------------
@@ -537,7 +325,7 @@ async def overview_json(console: Console, request: Request) -> Response:
     try:
         await run_in_threadpool(console.sessions.authenticator.authenticate, request.headers.get("authorization"), "GET",
                                 request.url.path + (f"?{request.url.query}" if request.url.query else ""), b"",
-                                console.app.store.clock.now_ms())
+                                console.app.clock.now_ms())
     except LedgerError as exc:
         return JSONResponse({"error": exc.code, "reason": exc.reason}, status_code=exc.status)
     data = await run_in_threadpool(overview, console.app, started_at=console.started_at)
@@ -553,7 +341,7 @@ def console_app(console: Console) -> Starlette:
 
         return endpoint
 
-    routes = [
+    routes: list[Any] = [
         Route("/", bind(overview_page), methods=["GET"]),
         Route("/console/sign-in", bind(sign_in_page), methods=["GET"]),
         Route("/console/sign-in", bind(sign_in), methods=["POST"]),
@@ -561,21 +349,75 @@ def console_app(console: Console) -> Starlette:
         Route("/console/db/{db}", bind(db_list), methods=["GET"]),
         Route("/console/doc/{db}/{doc_id:path}", bind(doc_page), methods=["GET"]),
         Route("/console/move", bind(move), methods=["POST"]),
-        Route("/console/publish", bind(publish_page), methods=["GET"]),
-        Route("/console/publish", bind(publish_submit), methods=["POST"]),
-        Route("/console/publish/retry", bind(_publish_move("retry")), methods=["POST"]),
-        Route("/console/publish/cancel", bind(_publish_move("cancel")), methods=["POST"]),
-        Route("/console/publish/resolve", bind(publish_resolve), methods=["POST"]),
-        Route("/console/mentions", bind(mentions_page), methods=["GET"]),
-        Route("/console/credentials", bind(credentials_page), methods=["GET"]),
-        Route("/console/credentials", bind(credentials_paste), methods=["POST"]),
         Route("/console/activity", bind(activity_page), methods=["GET"]),
         Route("/console/events", bind(events), methods=["GET"]),
         Route("/console/static/{path:path}", bind(static), methods=["GET"]),
         Route("/metrics", bind(metrics), methods=["GET"]),
         Route("/v1/overview", bind(overview_json), methods=["GET"]),
     ]
+    pages = _Pages(console)
+    for product in console.app.products:  # each product's own pages, in the same frame
+        routes += product.console_routes(pages)
     return Starlette(routes=routes)
+
+
+class _Pages:
+    """What the console hands a product's pages (``ledger.Pages``)."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+
+    @property
+    def store(self) -> Any:
+        """The hub's store."""
+        return self._console.app.store
+
+    @property
+    def settings(self) -> Any:
+        """The hub's settings."""
+        return self._console.app.settings
+
+    def page(self, fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        """The console's sign-in redirects and refusals around a product's handler."""
+        wrapped = page_route(lambda console, request: fn(request))
+
+        async def endpoint(request: Request) -> Response:
+            return await wrapped(self._console, request)
+
+        endpoint.__doc__ = fn.__doc__
+        return endpoint
+
+    async def session(self, request: Request) -> Session:
+        """The signed-in person's session."""
+        return await self._console.session(request)
+
+    async def form(self, request: Request, session: Session) -> dict[str, str]:
+        """The POSTed form, its CSRF value and origin checked."""
+        return await self._console.form(request, session.cookie)
+
+    def render(self, template: str, request: Request, session: Session, *, status_code: int = 200, **values: Any) -> Response:
+        """A page from a template."""
+        return self._console.render(template, request, session, status_code=status_code, **values)
+
+    def error(self, request: Request, session: Session, status: int, reason: str) -> Response:
+        """The error page."""
+        return _error(self._console, request, session, status, reason)
+
+    def done(self, url: str, sentence: str) -> Response:
+        """Back to ``url``, which shows ``sentence``."""
+        return RedirectResponse(f"{url}?done={_quote(sentence)}", status_code=303, headers=SECURITY_HEADERS)
+
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        """``fn`` off the event loop."""
+        return run_in_threadpool(fn, *args, **kwargs)
+
+    def context(self, product: str, actor: str) -> Any:
+        """A backend context."""
+        return self._console.app.context(product, actor)
+
+    def machine_for(self, db: str, doc: dict[str, Any]) -> Any:
+        """The machine that governs ``doc`` in ``db``."""
+        return self._console.app.rules.machine_for(db, doc)
 
 
 __all__ = ["console_app", "NotFound"]

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import Conflict, LedgerError, NotFound, Store
+from ledger import Clock, Conflict, LedgerError, NotFound, Store
 
 from ..auth import AUTH_DB, Authenticator, Unauthorized
 
@@ -77,8 +77,9 @@ class Sessions:
     """Signing in and out, and the per-request check (see the module docstring). ``lifetime_ms``
     is how long a session lasts; ``hub_url`` gives the hub's public URL, for the authenticator."""
 
-    def __init__(self, store: Store, *, lifetime_ms: int = SESSION_MS, hub_url: Callable[[], str] = lambda: "") -> None:
+    def __init__(self, store: Store, *, clock: Clock, lifetime_ms: int = SESSION_MS, hub_url: Callable[[], str] = lambda: "") -> None:
         self.store = store
+        self.clock = clock
         self.lifetime_ms = lifetime_ms
         self.authenticator = authenticator(store, hub_url)
 
@@ -86,7 +87,7 @@ class Sessions:
         """Check ``token`` as the API does and open a session. Returns (the cookie value, the session).
         Raises ``Unauthorized`` with the API's sentence for a bad, unknown or revoked token."""
         token = token.strip()
-        now = self.store.clock.now_ms()
+        now = self.clock.now_ms()
         principal = self.authenticator.authenticate(f"Bearer {token}", "GET", "/console/sign-in", b"", now)
         if not principal.actor.startswith("user:") or not principal.credential.startswith("token:"):
             raise Unauthorized("the console is for people: sign in with a person's token (skyhub user add NAME)")
@@ -126,7 +127,7 @@ class Sessions:
             doc = self.store.get(AUTH_DB, f"session:{_digest(session_id)}")
         except (NotFound, LedgerError):
             return None
-        now = self.store.clock.now_ms()
+        now = self.clock.now_ms()
         if doc.get("kind") != "session" or doc.get("endedAt") or int(doc.get("expiresAt") or 0) <= now:
             return None
         try:
@@ -146,7 +147,7 @@ class Sessions:
                 if doc.get("endedAt"):
                     return
                 body: dict[str, Any] = {k: v for k, v in doc.items() if not k.startswith("_")}
-                body["endedAt"] = self.store.clock.now_ms()
+                body["endedAt"] = self.clock.now_ms()
                 self.store.put(AUTH_DB, body, doc_id, actor="admin", if_rev=doc["_rev"])
                 log.info("console: %s signed out", session.actor, extra={"actor": session.actor})
                 return

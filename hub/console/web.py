@@ -19,7 +19,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
@@ -39,8 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_FORM = 256 * 1024
-NAV = (("/", "Overview"), ("/console/publish", "Publishing"), ("/console/mentions", "Mention builds"),
-       ("/console/credentials", "Credentials"), ("/console/activity", "Activity"))
+NAV = (("/", "Overview"), ("/console/activity", "Activity"))  # the frame's own; each product adds its pages between
 
 
 class SignInNeeded(Exception):
@@ -103,16 +102,28 @@ class Console:
     @classmethod
     def make(cls, app: App, hub_url: Callable[[], str] = lambda: "") -> Console:
         """The console of ``app``: its templates, sessions, activity reader and metrics."""
-        env = Environment(loader=PackageLoader("hub.console", "templates"), autoescape=select_autoescape(["html"]),
-                          trim_blocks=True, lstrip_blocks=True)
-        env.globals.update(when=when, doc_url=doc_url, nav=NAV)
-        activity = Activity(app.store, app.rules)
-        return cls(app, Sessions(app.store, hub_url=hub_url), env, activity, Metrics(app, activity), app.store.clock.now_ms())
+        loaders = [PackageLoader("hub.console", "templates")]  # the frame: base.html, macros, the engine's views
+        loaders += [PackageLoader(p.templates, "templates") for p in app.products if p.templates]  # each product's pages
+        env = Environment(loader=ChoiceLoader(loaders), autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+        nav = (NAV[0], *(entry for p in app.products for entry in p.nav), *NAV[1:])
+        env.globals.update(when=when, doc_url=doc_url, nav=nav)
+        activity = Activity(app.store, app.rules, now=app.clock.now_ms)
+        return cls(app, Sessions(app.store, clock=app.clock, hub_url=hub_url), env, activity, Metrics(app, activity), app.clock.now_ms())
 
     @property
-    def vault_key(self) -> Any:
-        """The vault's master key loader."""
-        return self.app.key
+    def private(self) -> dict[str, str]:
+        """Databases the products keep out of the console's generic views, and why."""
+        return {db: why for p in self.app.products for db, why in p.private.items()}
+
+    @property
+    def redact(self) -> dict[str, tuple[str, ...]]:
+        """Fields the products never let a page show, by database."""
+        return {db: fields for p in self.app.products for db, fields in p.redact.items()}
+
+    @property
+    def doc_actions(self) -> list[Callable[..., Any]]:
+        """The products' own document actions (a post's Retry, ...)."""
+        return [found for p in self.app.products if (found := p.actions()) is not None]
 
     # ---- sessions and forms ----------------------------------------------------------------
     def https(self, request: Request) -> bool:
@@ -202,7 +213,7 @@ class Console:
         if not header:
             return False
         try:
-            principal = self.sessions.authenticator.authenticate(header, "GET", "/metrics", b"", self.app.store.clock.now_ms())
+            principal = self.sessions.authenticator.authenticate(header, "GET", "/metrics", b"", self.app.clock.now_ms())
         except Exception:  # noqa: BLE001 - any refusal is a 401 here
             return False
         return principal.actor.startswith("user:")

@@ -100,7 +100,7 @@ def test_activity_counts_the_last_hour_of_terminal_writes_from_the_change_log(tm
         clock.advance(60_000)
         doc, _ = queue(maya, new_request("bsky", account="shop.bsky.social", slug="c", caption="x", now_ms=clock.now_ms()))
         store.put("requests", {**doc, "status": "error", "lastError": "no"}, actor="admin")
-        activity = Activity(store, rules)
+        activity = Activity(store, rules, now=clock.now_ms)
         assert activity.advance() > 0
         series = activity.series()
         posts = series["finished"]["requests/publish-request"]

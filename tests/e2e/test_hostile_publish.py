@@ -21,6 +21,7 @@ from tests.e2e.test_publish_bluesky import wait_for
 from tests.hubproc import Hub
 from tests.publishers.test_bluesky import png
 from vault import new_key_text
+from vault.remote import RemoteVault
 
 CANARY_BYTES = png(7, 7)
 
@@ -107,7 +108,7 @@ def test_no_post_reaches_the_hubs_files_or_network(bsky_network, tmp_path):
     })
     try:
         ops = hub.client("user:ops")
-        assert ops.vault_put("bluesky", shop.handle, shop.password, verify=True)["status"] == "ok"
+        assert RemoteVault(ops).put("bluesky", shop.handle, shop.password, verify=True)["status"] == "ok"
         mallory = httpx.Client(base_url=hub.url, headers={"Authorization": f"Bearer {hub.token('mallory')}"}, timeout=30)
         urls = [f"http://127.0.0.2:{public.port}{path}" for path in (
             "/to-loopback.png", "/to-v6.png", "/to-localhost.png", "/to-metadata.png", "/to-file.png", "/to-mapped.png",

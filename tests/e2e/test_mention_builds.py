@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from hub.auth import approve_device, new_device_key, private_key_to_pem, public_key_of
 from tests.hubproc import ROOT, Hub
 from vault import new_key_text
+from vault.remote import RemoteVault
 
 
 def wait_for(what, check, timeout=90.0):
@@ -54,7 +55,7 @@ def test_mentions_are_ingested_built_and_replied_to_once(bsky_network, tmp_path)
     })
     try:
         ops = hub.client("user:ops")
-        meta = ops.vault_put("bluesky", "skybot.test", bot.password, verify=True)
+        meta = RemoteVault(ops).put("bluesky", "skybot.test", bot.password, verify=True)
         assert meta["status"] == "ok" and meta["needsReauth"] is False, meta
 
         mentions = {"first": first, "second": second, "over_cap": over_cap, "in_thread": in_thread, "blocked": blocked, "in_muted": in_muted}

@@ -16,6 +16,7 @@ import time
 from tests.hubproc import ROOT, Hub
 from tests.publishers.test_bluesky import png
 from vault import new_key_text
+from vault.remote import RemoteVault
 
 
 def wait_for(what, check, timeout=90.0):
@@ -65,7 +66,7 @@ def test_a_post_with_two_images_is_published_once(bsky_network, tmp_path):
     })
     try:
         ops = hub.client("user:ops")
-        meta = ops.vault_put("bluesky", shop.handle, shop.password, verify=True)
+        meta = RemoteVault(ops).put("bluesky", shop.handle, shop.password, verify=True)
         assert meta["status"] == "ok", meta
         text = f"It's here, made with @{ana.handle}: https://shop.example.org/box #launch"
         cli_env = {**os.environ, "PYTHONPATH": str(ROOT), "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db",

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from ledger import Forbidden
+from publishers.remote import publish_queue
 from tests.conftest import PG_URL, pg_schema_url
 from tests.hubproc import Hub
 
@@ -147,7 +148,7 @@ def test_images_naming_the_hubs_files_or_network_are_refused_through_every_door(
 def test_a_device_cannot_queue_a_post(hub):
     client = hub.client("device:builder")  # a leaked CI key
     with pytest.raises(Forbidden) as refused:
-        client.publish_queue({"platform": "bsky", "account": HANDLE, "slug": "leak", "caption": "Buy now"})
+        publish_queue(client, {"platform": "bsky", "account": HANDLE, "slug": "leak", "caption": "Buy now"})
     assert "device:builder may not queue a post" in str(refused.value)
     doc = {"kind": "publish-request", "status": "pending", "platform": "bsky", "account": HANDLE, "slug": "leak2", "attempts": 0,
            "caption": "Buy now"}

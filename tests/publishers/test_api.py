@@ -1,6 +1,6 @@
-"""``POST /v1/publish`` and ``GET /v1/publish`` (hub/api_publish.py) mounted on the hub's API as
-hub/api.py will mount them, every bad input refused with its sentence and nothing written, the
-CLI over ``--hub`` through ``RemoteStore.publish_queue``, and raw ``db put`` requests."""
+"""``POST /v1/publish`` and ``GET /v1/publish`` (publishers/api.py) on the hub's API, mounted
+by the hub from the product's declaration, every bad input refused with its sentence and nothing written, the
+CLI over ``--hub`` through ``publishers.remote.publish_queue``, and raw ``db put`` requests."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import pytest
 import uvicorn
 
 from hub.api import create_api
-from hub.api_publish import publish_router
 from hub.app import build_app
 from hub.auth import add_user
 from hub.remote import RemoteStore, TokenAuth
 from hub.settings import load_settings
 from ledger import Ledger
+from publishers.remote import publish_queue
 
 JPG = "https://cdn.example.org/p/{}.jpg"
 IG = "17841400000000000"
@@ -30,7 +30,6 @@ def hub(tmp_path, monkeypatch):
     monkeypatch.setenv("SKYHUB_PUBLISH__ACCOUNTS__IG", IG)
     app = build_app(load_settings(database_url=f"sqlite:///{tmp_path}/hub.db"))
     api = create_api(app)
-    api.include_router(publish_router(app))  # the one line hub/api.py adds
     server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=0, log_level="warning", lifespan="off", access_log=False))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -121,12 +120,12 @@ def test_unknown_fields_and_platforms_are_422(hub):
 
 def test_the_cli_over_a_hub_queues_through_publish_queue(hub):
     remote = RemoteStore(str(hub.base_url), TokenAuth(hub.headers["Authorization"].removeprefix("Bearer ")))
-    out = remote.publish_queue({"platform": "bsky", "account": "shop.test", "slug": "over", "caption": "Over the hub"})
+    out = publish_queue(remote, {"platform": "bsky", "account": "shop.test", "slug": "over", "caption": "Over the hub"})
     assert out == {"id": "bsky:shop.test:over", "queued": True, "status": "pending"}
     from publishers.errors import PostInvalid
 
     with pytest.raises(PostInvalid) as refused:  # the same class as locally: exit 2
-        remote.publish_queue({"platform": "bsky", "account": "shop.test", "slug": "s", "caption": "é" * 301})
+        publish_queue(remote, {"platform": "bsky", "account": "shop.test", "slug": "s", "caption": "é" * 301})
     assert "a Bluesky post is at most 300 characters" in refused.value.reason
     remote.close()
 

@@ -26,6 +26,7 @@ from platforms.graph import RetryPolicy
 from tests.hubproc import ROOT, Hub
 from tests.vault.conftest import ENDPOINTS
 from vault import Checks, Maintainer, Policy, Vault, new_key_text, parse_key
+from vault.remote import RemoteVault
 
 CANARY = "CANARY-6b1f0c9e-do-not-leak"
 
@@ -185,7 +186,7 @@ def test_every_cli_command_and_api_endpoint(tmp_path, echo_server):
                     if "facebook" in line:
                         break
         with pytest.raises(LedgerError) as err:
-            hub.client("device:builder").vault_put("instagram", "1", CANARY)
+            RemoteVault(hub.client("device:builder")).put("instagram", "1", CANARY)
         outputs += [str(err.value), repr(hub.client("user:bob"))]
     finally:
         hub.stop()

@@ -1,9 +1,7 @@
-"""The publishing endpoints: ``POST /v1/publish`` queues a post as the authenticated person,
-``POST /v1/media`` uploads an image for a Bluesky post (the bytes, never a path),
-exactly as ``skyhub publish ig|threads|bsky`` does; ``GET /v1/publish`` lists queued posts a
-page at a time, with what the tick does next. ``hub/api.py`` mounts them::
-
-    api.include_router(publish_router(app))
+"""The publishing routes (``PUBLISHERS.api``): ``POST /v1/publish`` queues a post as the
+authenticated person, exactly as ``skyhub publish ig|threads|bsky`` does; ``POST /v1/media``
+uploads an image for a Bluesky post (the bytes, never a path); ``GET /v1/publish`` lists queued
+posts a page at a time, with what the tick does next. The hub mounts them behind its gate.
 
 Errors come from the one tree: an invalid post is 422 with one sentence per problem (nothing is
 written), the same slug with different content 409.
@@ -11,25 +9,20 @@ written), the same slug with different content 409.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.concurrency import run_in_threadpool
 
-from ledger import Invalid, Ledger
-from publishers import media
-from publishers.admission import Admission
-from publishers.errors import PostInvalid
-from publishers.images import MIME, sniff
-from publishers.listing import next_step, page
-from publishers.queue import new_request, queue
-from publishers.validate import BSKY_IMAGE_BYTES, UPLOAD_TYPES
+from ledger import Invalid, Ledger, Web
 
-from .app import App
-from .auth import Principal, Unauthorized
-from .gate import PRINCIPAL
+from . import media
+from .admission import Admission
+from .errors import PostInvalid
+from .images import MIME, sniff
+from .listing import next_step, page
+from .queue import new_request, queue
+from .validate import BSKY_IMAGE_BYTES, UPLOAD_TYPES
 
 Platform = Literal["ig", "threads", "bsky"]
 
@@ -83,39 +76,30 @@ class PublishPage(BaseModel):
     next: str | None
 
 
-def principal_dependency(app: App) -> Callable[..., Awaitable[Principal]]:
-    """The authenticated person or device, as every endpoint of ``hub/api.py`` gets it: the
-    gate (``hub/gate.py``) checked the credential before any body was read."""
-
-    async def principal(request: Request) -> Principal:
-        who = request.scope.get(PRINCIPAL)
-        if who is None:  # the gate lets no such request through; this is the second lock
-            raise Unauthorized("no credential: send 'Authorization: Bearer <token>' or a signed device request")
-        return who  # type: ignore[no-any-return]
-
-    return principal
-
-
-def publish_router(app: App) -> APIRouter:
-    """``POST /v1/publish`` and ``GET /v1/publish`` over ``app``'s store."""
+def publish_router(web: Web) -> APIRouter:
+    """``POST /v1/publish``, ``GET /v1/publish`` and ``POST /v1/media`` over the hub's store."""
     router = APIRouter(tags=["publish"])
-    principal = principal_dependency(app)
+    principal = web.principal
 
     @router.post("/v1/publish", response_model=Queued)
-    def queue_post(body: PublishIn = Body(...), who: Principal = Depends(principal)) -> Queued:
-        section = app.settings.section("publish")
-        account = body.account or section.accounts.get(body.platform)
-        if not account:
-            raise PostInvalid(f"no account: give account, or set publish.accounts.{body.platform} on the hub")
-        request = new_request(body.platform, account=account, slug=body.slug, caption=body.caption,
-                              images=[i.model_dump(exclude_none=True) for i in body.images], at=body.at, reply_to=body.replyTo,
-                              now_ms=app.store.clock.now_ms())
-        doc, queued = queue(Ledger(app.store, who.actor), request, admission=Admission.from_settings(app.settings))
+    async def queue_post(body: PublishIn = Body(...), who: Any = Depends(principal)) -> Queued:
+        def write() -> tuple[dict[str, Any], bool]:
+            section = web.settings.section("publish")
+            account = body.account or section.accounts.get(body.platform)
+            if not account:
+                raise PostInvalid(f"no account: give account, or set publish.accounts.{body.platform} on the hub")
+            db = Ledger(web.store, who.actor)
+            request = new_request(body.platform, account=account, slug=body.slug, caption=body.caption,
+                                  images=[i.model_dump(exclude_none=True) for i in body.images], at=body.at, reply_to=body.replyTo,
+                                  now_ms=db.now())
+            return queue(db, request, admission=Admission.from_settings(web.settings))
+
+        doc, queued = await web.run(write)
         return Queued(id=doc["_id"], queued=queued, status=doc["status"])
 
     @router.post("/v1/media", response_model=Uploaded, openapi_extra={"requestBody": {
         "required": True, "content": {t: {"schema": {"type": "string", "format": "binary"}} for t in UPLOAD_TYPES}}})
-    async def upload_image(request: Request, who: Principal = Depends(principal)) -> Uploaded:
+    async def upload_image(request: Request, who: Any = Depends(principal)) -> Uploaded:
         """Upload an image for a Bluesky post (the request's body is the file, at most 1,000,000 bytes); give
         the answer's ``upload`` as an image of ``POST /v1/publish``. The same bytes twice are one upload."""
         data = await request.body()
@@ -125,21 +109,21 @@ def publish_router(app: App) -> APIRouter:
         if len(data) > BSKY_IMAGE_BYTES:
             raise Invalid(f"the image is {len(data):,} bytes; a Bluesky image is at most {BSKY_IMAGE_BYTES:,} bytes")
         name = request.headers.get("x-file-name", "")[:200].replace("/", "_").replace("\\", "_")
-        upload = await run_in_threadpool(media.store, Ledger(app.store, who.actor), data, name=name, mime=MIME[kind])
+        upload = await web.run(media.store, Ledger(web.store, who.actor), data, name=name, mime=MIME[kind])
         return Uploaded(upload=upload)
 
     @router.get("/v1/publish", response_model=PublishPage)
-    def list_posts(
+    async def list_posts(
         platform: Platform | None = Query(None),
         status: str | None = Query(None, description="pending, items-created, carousel-created, done, error, skipped, cancelled"),
         limit: int = Query(100, ge=1, le=1000),
         after: str | None = Query(None, description="The next cursor of the previous page"),
-        who: Principal = Depends(principal),
+        who: Any = Depends(principal),
     ) -> PublishPage:
-        found = page(app.store, platform=platform, status=status, limit=limit, after=after)
+        found = await web.run(page, web.store, platform=platform, status=status, limit=limit, after=after)
         return PublishPage(docs=[{**d, "nextStep": next_step(d)} for d in found.docs], next=found.next)
 
     return router
 
 
-__all__ = ["principal_dependency", "publish_router"]
+__all__ = ["publish_router"]

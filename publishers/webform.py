@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from publishers.validate import PLATFORMS
+from .validate import PLATFORMS
 
 MAX_IMAGES = 20
 _IMAGE = re.compile(r"^image (\d+)(?P<alt>'s alt text| needs alt text)?")
