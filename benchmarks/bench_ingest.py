@@ -109,9 +109,9 @@ def ingest_tick(n: int) -> dict[str, Any]:
     from bot.ingest import ingest
     from bot.settings import BotSettings
     from hub.app import build_rules
-    from hub.settings import PlatformSettings
     from ledger import FakeClock, Ledger, Services, TickEvent, open_store
     from ledger.context import make_context
+    from platforms.settings import PlatformSettings
     from vault import Vault, new_key_text, parse_key
 
     folder = tempfile.mkdtemp(prefix="skyhub-bench-ingest-")

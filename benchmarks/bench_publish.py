@@ -30,9 +30,9 @@ import bench_common as bc  # noqa: E402
 import httpx  # noqa: E402
 
 from hub.app import build_rules  # noqa: E402
-from hub.settings import PlatformSettings  # noqa: E402
 from ledger import FakeClock, Ledger, Services, TickEvent, open_store  # noqa: E402
 from ledger.context import make_context  # noqa: E402
+from platforms.settings import PlatformSettings  # noqa: E402
 from publishers.queue import new_request, queue  # noqa: E402
 from publishers.settings import PublishSettings  # noqa: E402
 from publishers.tick import publish  # noqa: E402

@@ -17,11 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ledger import Invalid, Ledger, Web
 
 from . import media
-from .admission import Admission
-from .errors import PostInvalid
 from .images import MIME, sniff
 from .listing import next_step, page
-from .queue import new_request, queue
+from .queue import submit
 from .validate import BSKY_IMAGE_BYTES, UPLOAD_TYPES
 
 Platform = Literal["ig", "threads", "bsky"]
@@ -84,15 +82,9 @@ def publish_router(web: Web) -> APIRouter:
     @router.post("/v1/publish", response_model=Queued)
     async def queue_post(body: PublishIn = Body(...), who: Any = Depends(principal)) -> Queued:
         def write() -> tuple[dict[str, Any], bool]:
-            section = web.settings.section("publish")
-            account = body.account or section.accounts.get(body.platform)
-            if not account:
-                raise PostInvalid(f"no account: give account, or set publish.accounts.{body.platform} on the hub")
-            db = Ledger(web.store, who.actor)
-            request = new_request(body.platform, account=account, slug=body.slug, caption=body.caption,
-                                  images=[i.model_dump(exclude_none=True) for i in body.images], at=body.at, reply_to=body.replyTo,
-                                  now_ms=db.now())
-            return queue(db, request, admission=Admission.from_settings(web.settings))
+            return submit(Ledger(web.store, who.actor), web.settings, platform=body.platform, account=body.account, slug=body.slug,
+                          caption=body.caption, images=[i.model_dump(exclude_none=True) for i in body.images], at=body.at,
+                          reply_to=body.replyTo)
 
         doc, queued = await web.run(write)
         return Queued(id=doc["_id"], queued=queued, status=doc["status"])

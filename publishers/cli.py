@@ -17,10 +17,10 @@ from ledger import Env, Ledger, NotFound, Usage
 from ledger.text import iso, table, whole
 
 from . import media
-from .admission import Admission
+from .errors import PostInvalid
 from .listing import listing, next_step
 from .machine import DB, KIND, PUBLISH
-from .queue import API_FIELDS, cancel, new_request, queue, request_id, resolve, retry
+from .queue import cancel, request_id, resolve, retry, submit
 from .validate import BSKY_IMAGE_BYTES, PLATFORMS, is_local
 
 
@@ -56,12 +56,18 @@ def _queue_command(platform: str) -> click.Command:
             raise Usage(f"{len(alts)} --alt for {len(images)} --image: give each image's alt text right after it")
         if reply_to and platform != "bsky":
             raise Usage("--reply-to is for Bluesky posts")
-        section = env.section("publish")
-        account = account or section.accounts.get(platform)
-        if not account:
-            raise Usage(f"no account: pass --account, or set publish.accounts.{platform} (SKYHUB_PUBLISH__ACCOUNTS__{platform.upper()})")
         ledger = Ledger(env.store, env.actor())
         files = {url: _read(url) for url in images if platform == "bsky" and is_local(url)}  # read before anything is written
+        if env.remote:  # the hub's defaults and rules decide: its account, its image hosts
+            account = account or None
+        else:
+            from .queue import default_account
+
+            try:
+                account = default_account(platform, account, env.section("publish"))
+            except PostInvalid:
+                raise Usage(f"no account: pass --account, or set publish.accounts.{platform} "
+                            f"(SKYHUB_PUBLISH__ACCOUNTS__{platform.upper()})") from None
         pairs: list[dict[str, Any]] = []
         for i, url in enumerate(images):
             alt = alts[i] if i < len(alts) else ""
@@ -70,14 +76,15 @@ def _queue_command(platform: str) -> click.Command:
                 pairs.append({"upload": media.store(ledger, data, name=os.path.basename(url), mime=mime), "alt": alt})
             else:
                 pairs.append({"url": url, "alt": alt})
-        body = new_request(platform, account=account, slug=slug, caption=caption, images=pairs, at=at, reply_to=reply_to,
-                           now_ms=ledger.now())
         if env.remote:
             from .remote import publish_queue
 
-            out = publish_queue(cast(Any, env.store), {k: body[k] for k in API_FIELDS if k in body})
+            fields = {"platform": platform, "account": account, "slug": slug, "caption": caption, "images": pairs, "at": at,
+                      "replyTo": reply_to}
+            out = publish_queue(cast(Any, env.store), {k: v for k, v in fields.items() if v is not None})
         else:
-            doc, queued = queue(ledger, body, admission=Admission.from_settings(env))
+            doc, queued = submit(ledger, env, platform=platform, account=account, slug=slug, caption=caption, images=pairs,
+                                 at=at, reply_to=reply_to)
             out = {"id": doc["_id"], "queued": queued, "status": doc["status"], "rev": doc["_rev"]}
         click.echo(json.dumps(out))
         if not out["queued"]:

@@ -14,12 +14,11 @@ from starlette.routing import Route
 
 from ledger import Conflict, Forbidden, Ledger, LedgerError, Machine, Pages
 
-from .admission import Admission
 from .errors import PostInvalid
 from .listing import next_step, page
 from .machine import DB, KIND
-from .queue import cancel, new_request, queue, resolve, retry
-from .validate import PLATFORMS, problems
+from .queue import cancel, resolve, retry, submit
+from .validate import PLATFORMS
 from .webform import PublishForm, field_for
 
 PAGE_SIZE = 50
@@ -98,25 +97,19 @@ def publish_pages(pages: Pages) -> list[Route]:
         """Queue a post as the signed-in person; on a mistake, each sentence next to its field and nothing written."""
         session = await pages.session(request)
         form = PublishForm.read(await pages.form(request, session))
-        section = pages.settings.section("publish")
         db = Ledger(pages.store, session.actor)
-        now = db.now()
-        errors = form.errors(now)
-        account = form.account or section.accounts.get(form.platform, "")
-        if form.platform in PLATFORMS and not account:
-            errors.setdefault("account", []).append(f"no account: give one, or set publish.accounts.{form.platform} on the hub")
-        admission = Admission.from_settings(pages.settings)
-        body = new_request(form.platform, account=account, slug=form.slug, caption=form.caption, images=form.images,
-                           at=form.at_iso, reply_to=form.reply_to or None, now_ms=now)
-        if "platform" not in errors:
-            for sentence in problems(body, now_ms=now, admission=admission):
-                if not (sentence.startswith("account") and "account" in errors):
-                    errors.setdefault(field_for(sentence), []).append(sentence)
-        if errors:
-            return await view(request, session, form, errors, 422)
+        errors = form.errors(db.now())  # what only a form has (the time in the manager's zone, the image rows)
+
+        def send() -> tuple[dict[str, Any], bool]:  # with the form's own mistakes, only checked: every sentence at once
+            return submit(db, pages.settings, platform=form.platform, account=form.account or None, slug=form.slug,
+                          caption=form.caption, images=form.images, at=form.at_iso, reply_to=form.reply_to or None,
+                          dry_run=bool(errors))
+
         try:
-            doc, queued = await pages.run(queue, db, body, admission=admission)
-        except PostInvalid as exc:
+            doc, queued = await pages.run(send)
+            if errors:
+                return await view(request, session, form, errors, 422)
+        except PostInvalid as exc:  # every problem at once, each shown next to its field
             for sentence in exc.reason.split("; "):
                 errors.setdefault(field_for(sentence), []).append(sentence)
             return await view(request, session, form, errors, 422)

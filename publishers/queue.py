@@ -67,6 +67,35 @@ def queue(db: Ledger, body: dict[str, Any], *, admission: Admission | None = Non
         ) from None
 
 
+def default_account(platform: str, account: str | None, publish: Any) -> str:
+    """The account a post goes to: the one given, else ``publish.accounts.PLATFORM``; PostInvalid when neither."""
+    found = account or (dict(getattr(publish, "accounts", None) or {}).get(platform) if platform in PLATFORMS else None)
+    if not found:
+        raise PostInvalid(f"no account: give one, or set publish.accounts.{platform} on the hub "
+                          f"(SKYHUB_PUBLISH__ACCOUNTS__{str(platform).upper()})")
+    return str(found)
+
+
+def submit(db: Ledger, settings: Any, *, platform: str, account: str | None, slug: str, caption: str = "",
+           images: list[dict[str, Any]] | None = None, at: str | None = None, reply_to: str | None = None,
+           dry_run: bool = False) -> tuple[dict[str, Any], bool]:
+    """The one way into the queue, for the CLI, the API and the console alike: the default account,
+    the body, every problem at once (``PostInvalid``, one sentence each), then the write, judged
+    again by the machine in its transaction. ``settings`` is the hub's (``section(name)``).
+    Returns (the document, whether it was queued now); ``dry_run`` checks and writes nothing
+    (returns the body, False)."""
+    chosen = default_account(platform, account, settings.section("publish"))
+    body = new_request(platform, account=chosen, slug=slug, caption=caption, images=images, at=at, reply_to=reply_to,
+                       now_ms=db.now())
+    admission = Admission.from_settings(settings)
+    if dry_run:
+        found = problems(body, now_ms=db.now(), admission=admission)
+        if found:
+            raise PostInvalid("; ".join(found))
+        return body, False
+    return queue(db, body, admission=admission)
+
+
 RETRY_RESET = TICK_FIELDS  # what a retried post starts over without
 
 

@@ -198,20 +198,14 @@ def _stepper(run: Run, platform: str, acct: Account, cred: Credential) -> Any:
 
         session = secret["session"]
         return Posts(run, acct, cred.id, Bluesky(run.ctx.http, session.get("pds") or p.bluesky_pds, session))
-    from platforms.meta import Instagram, RetryPolicy, Threads
+    from platforms.clients import publishing_client
+    from platforms.graph import RetryPolicy
 
     from .containers import Containers
 
-    options: dict[str, Any] = {"retry": RetryPolicy(attempts=run.settings.retries, wait=run.settings.retry_wait, sleep=run.ctx.clock.sleep),
-                               "now_ms": run.now, "timeout": p.timeout}
-    token = str(secret.get("accessToken") or "")
-    client: Instagram | Threads
-    if platform == "threads":
-        client = Threads(run.ctx.http, token, base_url=p.threads_url, version=p.threads_version, **options)
-    elif cred.id.startswith("facebook:"):
-        client = Instagram(run.ctx.http, token, base_url=p.facebook_url, version=p.graph_version, **options)
-    else:
-        client = Instagram(run.ctx.http, token, base_url=p.instagram_url, version=p.graph_version, **options)
+    retry = RetryPolicy(attempts=run.settings.retries, wait=run.settings.retry_wait, sleep=run.ctx.clock.sleep)
+    login = "threads" if platform == "threads" else "facebook" if cred.id.startswith("facebook:") else "instagram"
+    client = publishing_client(run.ctx.http, login, str(secret.get("accessToken") or ""), p, retry=retry, now_ms=run.now)
     return Containers(run, acct, cred.id, client)
 
 

@@ -15,12 +15,12 @@ from .hold import hold, release
 from .keys import KeyLoader, MasterKey, init_key, load_master_key, new_key_text, parse_key
 
 _LAZY = {
-    "Checks": "vault.checks", "Endpoints": "vault.checks", "Prober": "vault.probe", "default_lanes": "vault.probe",
+    "Checks": "vault.checks", "Prober": "vault.probe", "default_lanes": "vault.probe",
     "Maintainer": "vault.rotation", "Policy": "vault.rotation",
 }
 
 __all__ = [
-    "CREDENTIALS", "DB", "PLATFORMS", "Checks", "Endpoints", "KeyLoader", "Maintainer", "MasterKey",
+    "CREDENTIALS", "DB", "PLATFORMS", "Checks", "KeyLoader", "Maintainer", "MasterKey",
     "NeedsReauth", "NoMasterKey", "NotRevealable", "Policy", "Prober", "Vault", "VaultError",
     "WrongMasterKey", "credential_id", "default_lanes", "hold", "init_key", "load_master_key", "new_key_text",
     "parse_key", "public", "release",

@@ -23,37 +23,23 @@ if TYPE_CHECKING:  # atproto is loaded only when a Bluesky credential is checked
 
 
 @dataclass
-class Endpoints:
-    """Where the platforms are (from the ``[platforms]`` settings)."""
-
-    bluesky_pds: str = "https://bsky.social"
-    instagram: str = "https://graph.instagram.com"
-    threads: str = "https://graph.threads.net"
-    facebook: str = "https://graph.facebook.com"
-    graph_version: str = "v21.0"
-
-
 class Checks:
     """The vault's calls, one client per call over ``http``; ``secret`` is a revealed secret.
     ``now_ms`` (epoch ms) dates a rate limit's reset; the system clock when not given."""
 
-    def __init__(self, http: httpx.Client, endpoints: Endpoints | None = None, *, retry: RetryPolicy | None = None,
+    def __init__(self, http: httpx.Client, platforms: Any | None = None, *, retry: RetryPolicy | None = None,
                  now_ms: Callable[[], int] | None = None) -> None:
+        from platforms.settings import PlatformSettings
+
         self.http = http
-        self.endpoints = endpoints or Endpoints()
+        self.platforms = platforms if platforms is not None else PlatformSettings()  # where the platforms are
         self.retry = retry or RetryPolicy()
         self._now_ms = now_ms
 
     def _meta(self, platform: str, secret: dict[str, Any]) -> Instagram | Threads | Facebook:
-        e, token = self.endpoints, str(secret["accessToken"])
-        extra: dict[str, Any] = {"retry": self.retry}
-        if self._now_ms is not None:
-            extra["now_ms"] = self._now_ms
-        if platform == "instagram":
-            return Instagram(self.http, token, base_url=e.instagram, **extra)
-        if platform == "threads":
-            return Threads(self.http, token, base_url=e.threads, **extra)
-        return Facebook(self.http, token, base_url=e.facebook, version=e.graph_version, **extra)
+        from platforms.clients import meta_client
+
+        return meta_client(self.http, platform, str(secret["accessToken"]), self.platforms, retry=self.retry, now_ms=self._now_ms)
 
     def verify(self, platform: str, secret: dict[str, Any]) -> None:
         """Check a Meta token with its platform (``GET /me``)."""
@@ -71,10 +57,10 @@ class Checks:
         """A Bluesky session from an app password, at the configured PDS (or entryway)."""
         from platforms.bluesky import Bluesky
 
-        return Bluesky(self.http, self.endpoints.bluesky_pds).create_session(identifier, password)
+        return Bluesky(self.http, self.platforms.bluesky_pds).create_session(identifier, password)
 
     def refresh_session(self, session: dict[str, Any]) -> BlueskySession:
         """The next Bluesky session, at the PDS the current one names."""
         from platforms.bluesky import Bluesky
 
-        return Bluesky(self.http, str(session.get("pds") or self.endpoints.bluesky_pds)).refresh_session(str(session["refreshJwt"]))
+        return Bluesky(self.http, str(session.get("pds") or self.platforms.bluesky_pds)).refresh_session(str(session["refreshJwt"]))

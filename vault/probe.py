@@ -20,12 +20,12 @@ DB = "probes"
 PROBE_BYTES = 1024 * 1024  # the most of a lane's answer that is read (a health answer is a few bytes)
 
 
-def default_lanes(endpoints: Any) -> dict[str, str]:
-    """A lane per platform at the given endpoints (``vault.checks.Endpoints``)."""
+def default_lanes(platforms: Any) -> dict[str, str]:
+    """A lane per platform where the ``[platforms]`` settings say they are."""
     return {
-        "bluesky-pds": f"{endpoints.bluesky_pds}/xrpc/_health",
-        "graph-api": f"{endpoints.facebook}/",
-        "threads": f"{endpoints.threads}/",
+        "bluesky-pds": f"{platforms.bluesky_pds}/xrpc/_health",
+        "graph-api": f"{platforms.facebook_url}/",
+        "threads": f"{platforms.threads_url}/",
     }
 
 

@@ -220,7 +220,7 @@ class Maintainer:
     def _session_updates(self, secret: dict[str, Any], session: BlueskySession, now: int) -> dict[str, Any]:
         keep = session.as_dict()
         # the PDS the account lives on: its DID document says; else the one the session had, else the login host
-        keep["pds"] = session.pds or (secret.get("session") or {}).get("pds") or self.checks.endpoints.bluesky_pds
+        keep["pds"] = session.pds or (secret.get("session") or {}).get("pds") or self.checks.platforms.bluesky_pds
         return {
             "secret": {**secret, "session": keep},
             "refreshedAt": now,
@@ -260,13 +260,10 @@ def checks_for(ctx: Context) -> Checks:
     """The platform calls at the hosts ``ctx.platforms`` names, through ``ctx.http``."""
     from platforms.graph import RetryPolicy
 
-    from .checks import Checks, Endpoints
+    from .checks import Checks
 
-    p = ctx.platforms
-    endpoints = Endpoints(bluesky_pds=p.bluesky_pds, instagram=p.instagram_url, threads=p.threads_url,
-                          facebook=p.facebook_url, graph_version=p.graph_version)
     retry = RetryPolicy(attempts=ctx.settings.retries, wait=ctx.settings.retry_wait)
-    return Checks(ctx.http, endpoints, retry=retry, now_ms=ctx.now)
+    return Checks(ctx.http, ctx.platforms, retry=retry, now_ms=ctx.now)
 
 
 def maintain(event: TickEvent, ctx: Context) -> dict[str, int]:

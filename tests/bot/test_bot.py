@@ -462,9 +462,9 @@ def test_a_429_waits_for_its_reset_and_is_not_an_attempt(env):
 # ---- the ticks as the hub runs them: (event, ctx), the session from the vault, a fake clock ------
 def bot_context(env, actor, **settings):
     from bot.settings import BotSettings
-    from hub.settings import PlatformSettings
     from ledger import Services, TickEvent
     from ledger.context import make_context
+    from platforms.settings import PlatformSettings
     from vault import Vault, new_key_text, parse_key
 
     key = parse_key(new_key_text(), "test")

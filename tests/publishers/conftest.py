@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from hub.app import build_rules
-from hub.settings import PlatformSettings
 from ledger import FakeClock, Ledger, Services, TickEvent, open_store
 from ledger.context import make_context
 from platforms.fetcher import Fetcher
+from platforms.settings import PlatformSettings
 from publishers.queue import new_request, queue
 from publishers.settings import PublishSettings
 from publishers.tick import publish

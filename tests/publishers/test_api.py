@@ -92,7 +92,7 @@ BAD = [
     ({"platform": "ig", "slug": "s", "images": [{"url": JPG.format(1), "alt": "a" * 1001}]}, "alt text is 1,001 characters"),
     ({"platform": "threads", "account": "1", "slug": "s", "caption": "x" * 501}, "a Threads post is at most 500 characters"),
     ({"platform": "threads", "account": "1", "slug": "s", "images": images(21)}, "a Threads post has at most 20 images, got 21"),
-    ({"platform": "threads", "slug": "s", "caption": "x"}, "no account: give account, or set publish.accounts.threads"),
+    ({"platform": "threads", "slug": "s", "caption": "x"}, "no account: give one, or set publish.accounts.threads"),
     ({"platform": "bsky", "account": "a.test", "slug": "s", "caption": "é" * 301}, "a Bluesky post is at most 300 characters"),
     ({"platform": "bsky", "account": "a.test", "slug": "s", "images": [{"url": "https://x.test/1.png"}]}, "needs alt text on Bluesky"),
     ({"platform": "bsky", "account": "a.test", "slug": "s", "images": [{"url": "/tmp/x.png", "alt": "x"}]},

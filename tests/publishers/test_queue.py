@@ -118,3 +118,13 @@ def test_graphemes_count_what_people_see():
     assert graphemes("👍🏽") == 1  # a skin tone
     assert problems({"platform": "bsky", "account": "a", "slug": "s", "caption": "👩‍👩‍👧" * 300}) == [
         "a Bluesky post is at most 3,000 bytes, got 5,400"]
+
+
+def test_the_cli_the_api_and_the_console_share_one_way_into_the_queue():
+    """publishers.queue.submit is the one way in: no door builds a request or writes one itself."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "publishers"
+    for door in ("cli.py", "api.py", "pages.py"):
+        text = (root / door).read_text()
+        assert "submit(" in text and "new_request(" not in text and " queue(" not in text, door

@@ -6,11 +6,12 @@ import pytest
 from hub.app import build_rules
 from ledger import FakeClock, Ledger, open_store
 from platforms.graph import RetryPolicy
-from vault import Checks, Endpoints, Maintainer, Policy, Vault, new_key_text, parse_key
+from platforms.settings import PlatformSettings
+from vault import Checks, Maintainer, Policy, Vault, new_key_text, parse_key
 
 DAY = 86_400_000
-ENDPOINTS = Endpoints(
-    bluesky_pds="https://pds.test", instagram="https://ig.test", threads="https://threads.test", facebook="https://graph.test",
+ENDPOINTS = PlatformSettings(
+    bluesky_pds="https://pds.test", instagram_url="https://ig.test", threads_url="https://threads.test", facebook_url="https://graph.test",
     graph_version="v21.0",
 )
 

@@ -239,9 +239,9 @@ def test_a_network_failure_names_the_host_and_spends_no_create_session_budget(en
 def test_the_vault_tick_runs_from_its_context(env):
     from datetime import UTC, datetime
 
-    from hub.settings import PlatformSettings
     from ledger import Ledger, Services, TickEvent
     from ledger.context import make_context
+    from platforms.settings import PlatformSettings
     from vault import Vault
     from vault.rotation import maintain
     from vault.settings import VaultSettings
