@@ -24,8 +24,6 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_common as bc  # noqa: E402
@@ -34,7 +32,7 @@ import psycopg  # noqa: E402
 
 from hub.app import build_rules  # noqa: E402
 from ledger import open_store  # noqa: E402
-from tests.hubproc import Hub  # noqa: E402
+from skyhub_testkit.hub import Hub  # noqa: E402
 
 TARGETS_MS = {"overview": 200.0, "status list": 200.0, "publish queue": 200.0, "metrics": 100.0}
 MIX = (("done", 0.90), ("pending", 0.05), ("error", 0.03), ("cancelled", 0.02))

@@ -22,8 +22,6 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_common as bc  # noqa: E402
@@ -36,7 +34,7 @@ from platforms.settings import PlatformSettings  # noqa: E402
 from publishers.queue import new_request, queue  # noqa: E402
 from publishers.settings import PublishSettings  # noqa: E402
 from publishers.tick import publish  # noqa: E402
-from tests.publishers.fakemeta import FakeMeta  # noqa: E402
+from skyhub_testkit.fakemeta import FakeMeta  # noqa: E402
 from vault import Vault, new_key_text, parse_key  # noqa: E402
 
 ACCOUNTS = 20

@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[1]  # where the hub's subprocess runs from
 
 import bench_common as bc  # noqa: E402
 import httpx  # noqa: E402

@@ -4,9 +4,8 @@ unreachable is a failure, never a skip."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -14,25 +13,26 @@ import pytest
 from ledger import SYSTEM, Clock, Rules, deadletter_machine, open_store
 from ledger.jobs import JOBS
 from ledger.sql import SQLStore
+from skyhub_testkit.postgres import PG_URL, pg_schema_url, schema  # noqa: F401 - PG_URL and pg_schema_url for other tests
 
-PG_URL = os.environ.get("SKYHUB_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 BACKENDS = ["sqlite", "postgres"]
-
-
-def pg_schema_url(schema: str) -> str:
-    sep = "&" if "?" in PG_URL else "?"
-    return f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
 
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A PostgreSQL URL whose search_path is a new, empty schema (dropped afterwards)."""
-    schema = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    yield pg_schema_url(schema)
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with schema() as url:
+        yield url
+
+
+@contextmanager
+def database(kind: str, folder: object) -> Iterator[str]:
+    """A fresh database of ``kind`` ("sqlite": a file in ``folder``; "postgres": a new schema) for a ``with`` block."""
+    if kind == "sqlite":
+        yield f"sqlite:///{folder}/hub.db"
+    else:
+        with schema() as url:
+            yield url
 
 
 @pytest.fixture(params=BACKENDS)
@@ -101,28 +101,19 @@ def reset_database(url: str) -> None:
 
 @pytest.fixture(scope="session")
 def remote_hubs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], object]]:
-    from tests.hubproc import Hub
+    from contextlib import ExitStack
+
+    from skyhub_testkit.hub import Hub
 
     hubs: dict[str, Hub] = {}
-    schemas: list[str] = []
+    with ExitStack() as databases:
 
-    def get(kind: str) -> Hub:
-        if kind not in hubs:
-            folder = tmp_path_factory.mktemp(f"hub-{kind}")
-            if kind == "sqlite":
-                url = f"sqlite:///{folder}/hub.db"
-            else:
-                schema = "t_" + uuid.uuid4().hex[:12]
-                with psycopg.connect(PG_URL, autocommit=True) as conn:
-                    conn.execute(f"CREATE SCHEMA {schema}")
-                schemas.append(schema)
-                url = pg_schema_url(schema)
-            hubs[kind] = Hub(url, folder, jobs=False)
-        return hubs[kind]
+        def get(kind: str) -> Hub:
+            if kind not in hubs:
+                folder = tmp_path_factory.mktemp(f"hub-{kind}")
+                hubs[kind] = Hub(databases.enter_context(database(kind, folder)), folder, jobs=False)
+            return hubs[kind]
 
-    yield get
-    for hub in hubs.values():
-        hub.stop()
-    for schema in schemas:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        yield get
+        for hub in hubs.values():
+            hub.stop()

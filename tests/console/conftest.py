@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.hubproc import Hub
+from skyhub_testkit.hub import Hub
 from vault import new_key_text
 
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')

@@ -21,8 +21,8 @@ from hub.console.web import doc_url
 from ledger import SYSTEM, Ledger
 from ledger.lease import claim, finish
 from publishers.queue import new_request, queue
-from tests.hubproc import Hub
-from tests.publishers.fakemeta import TOKEN_EXPIRED_190, FakeMeta
+from skyhub_testkit.fakemeta import TOKEN_EXPIRED_190, FakeMeta
+from skyhub_testkit.hub import Hub
 from vault import Vault, parse_key
 
 pytestmark = pytest.mark.browser

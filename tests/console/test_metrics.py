@@ -13,7 +13,7 @@ from hub.app import build_app
 from hub.auth import add_user
 from hub.console.web import Console
 from hub.settings import load_settings
-from tests.hubproc import Hub
+from skyhub_testkit.hub import Hub
 
 
 def scrape(url: str, **kwargs: object) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

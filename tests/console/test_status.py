@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 
-from tests.hubproc import ROOT, Hub
+from skyhub_testkit.hub import ROOT, Hub
 
 
 def skyhub(*args: str, env: dict[str, str], **kwargs: object) -> subprocess.CompletedProcess[str]:

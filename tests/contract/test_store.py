@@ -16,7 +16,7 @@ def make_store(request, tmp_path, remote_hubs):
     """Every backend, the remote one included: a real hub over HTTP, on SQLite and PostgreSQL."""
     opened = []
     if request.param.startswith("remote-"):
-        from tests.hubproc import ActorRouter
+        from skyhub_testkit.hub import ActorRouter
 
         hub = remote_hubs(request.param.split("-", 1)[1])
         reset_database(hub.database_url)

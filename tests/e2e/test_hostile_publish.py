@@ -10,59 +10,19 @@ server is never reached, and the shop's account publishes nothing."""
 
 from __future__ import annotations
 
-import http.server
 import socket
-import threading
 import time
 
 import httpx
 
+from skyhub_testkit.hub import Hub
+from skyhub_testkit.servers import LocalServer, redirect
 from tests.e2e.test_publish_bluesky import wait_for
-from tests.hubproc import Hub
 from tests.publishers.test_bluesky import png
 from vault import new_key_text
 from vault.remote import RemoteVault
 
 CANARY_BYTES = png(7, 7)
-
-
-class Server(http.server.ThreadingHTTPServer):
-    def __init__(self, host, routes):
-        self.hits = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                outer.hits.append(self.path)
-                route = routes.get(self.path.split("?")[0])
-                if route is None:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "image/png")
-                    self.send_header("Content-Length", str(len(CANARY_BYTES)))
-                    self.end_headers()
-                    self.wfile.write(CANARY_BYTES)
-                    return
-                route(self)
-
-        super().__init__((host, 0), Handler)
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.shutdown()
-        self.server_close()
-
-
-def redirect(location):
-    def answer(handler):
-        handler.send_response(302)
-        handler.send_header("Location", location)
-        handler.send_header("Content-Length", "0")
-        handler.end_headers()
-    return answer
 
 
 def huge(handler):
@@ -89,11 +49,11 @@ def html(handler):
 def test_no_post_reaches_the_hubs_files_or_network(bsky_network, tmp_path):
     net = bsky_network
     shop = net.create_account(net.unique_handle("shop"), "shop-password-1")
-    canary = Server("127.0.0.1", {})
+    canary = LocalServer("127.0.0.1", default=CANARY_BYTES)
     canary_file = tmp_path / "canary.png"
     canary_file.write_bytes(CANARY_BYTES)
     c = canary.port
-    public = Server("127.0.0.2", {
+    public = LocalServer("127.0.0.2", default=CANARY_BYTES, routes={
         "/to-loopback.png": redirect(f"http://127.0.0.1:{c}/a.png"), "/to-v6.png": redirect(f"http://[::1]:{c}/a.png"),
         "/to-localhost.png": redirect(f"http://localhost:{c}/a.png"), "/to-metadata.png": redirect("http://169.254.169.254/latest/"),
         "/to-file.png": redirect(f"file://{canary_file}"), "/to-mapped.png": redirect(f"http://[::ffff:127.0.0.1]:{c}/a.png"),

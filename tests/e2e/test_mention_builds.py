@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from hub.auth import approve_device, new_device_key, private_key_to_pem, public_key_of
-from tests.hubproc import ROOT, Hub
+from skyhub_testkit.hub import ROOT, Hub
 from vault import new_key_text
 from vault.remote import RemoteVault
 

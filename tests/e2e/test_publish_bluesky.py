@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from tests.hubproc import ROOT, Hub
+from skyhub_testkit.hub import ROOT, Hub
 from tests.publishers.test_bluesky import png
 from vault import new_key_text
 from vault.remote import RemoteVault

@@ -11,8 +11,8 @@ import threading
 import httpx
 import pytest
 
+from skyhub_testkit.hub import ROOT
 from tests.conftest import reset_database
-from tests.hubproc import ROOT
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -159,7 +159,7 @@ def test_health_answers_from_its_own_budget_while_the_store_hangs():
 
 
 def test_a_stream_on_one_hub_gets_the_writes_made_through_another_hub_process(hub, tmp_path):
-    from tests.hubproc import Hub
+    from skyhub_testkit.hub import Hub
 
     other = Hub(hub.database_url, tmp_path, jobs=False)
     try:

@@ -262,7 +262,7 @@ def test_a_hub_behind_a_proxy_checks_signatures_against_its_public_url(tmp_path)
     import subprocess
     import sys
 
-    from tests.hubproc import ROOT, Hub
+    from skyhub_testkit.hub import ROOT, Hub
 
     hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False, env={"SKYHUB_PUBLIC_URL": "https://hub.example.org/"})
     try:

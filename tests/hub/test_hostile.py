@@ -21,8 +21,8 @@ import httpx
 import psycopg
 import pytest
 
-from tests.conftest import PG_URL, pg_schema_url
-from tests.hubproc import Hub
+from skyhub_testkit.hub import Hub
+from tests.conftest import database
 
 BODY_TIMEOUT = 2.0
 HEADER_TIMEOUT = 2.0
@@ -37,23 +37,13 @@ LIMITS = {
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def hub(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(f"hostile-{request.param}")
-    schema = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{folder}/hub.db"
-    else:
-        schema = "t_" + uuid.uuid4().hex[:12]
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")
-        url = pg_schema_url(schema)
-    hub = Hub(url, folder, jobs=False, env=LIMITS)
-    hub.kind = request.param
-    try:
-        yield hub
-    finally:
-        hub.stop()
-        if schema:
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with database(request.param, folder) as url:
+        hub = Hub(url, folder, jobs=False, env=LIMITS)
+        hub.kind = request.param
+        try:
+            yield hub
+        finally:
+            hub.stop()
 
 
 @pytest.fixture(scope="module")

@@ -10,46 +10,18 @@ import http.server
 import socket
 import threading
 import time
-import uuid
 
 import httpx
-import psycopg
 import pytest
 
 from ledger import Forbidden
 from publishers.remote import publish_queue
-from tests.conftest import PG_URL, pg_schema_url
-from tests.hubproc import Hub
+from skyhub_testkit.hub import Hub
+from skyhub_testkit.servers import LocalServer
+from tests.conftest import database
 
 HANDLE = "shop.example.org"
 CANARY_FILE_BYTES = b"\x89PNG\r\n\x1a\n" + b"canary" * 100
-
-
-class Canary:
-    """A server on loopback that must never be reached: every request is recorded."""
-
-    def __init__(self) -> None:
-        self.hits: list[str] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                outer.hits.append(self.path)
-                self.send_response(200)
-                self.send_header("Content-Type", "image/png")
-                self.end_headers()
-                self.wfile.write(CANARY_FILE_BYTES)
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 class Proxy:
@@ -85,7 +57,7 @@ class Proxy:
 
 @pytest.fixture(scope="module")
 def canary():
-    c = Canary()
+    c = LocalServer("127.0.0.1", default=CANARY_FILE_BYTES)  # must never be reached: every request is recorded
     yield c
     c.stop()
 
@@ -94,23 +66,13 @@ def canary():
 def hub(request, tmp_path_factory, canary):
     folder = tmp_path_factory.mktemp(f"attacked-{request.param}")
     (folder / "canary.png").write_bytes(CANARY_FILE_BYTES)
-    schema = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{folder}/hub.db"
-    else:
-        schema = "t_" + uuid.uuid4().hex[:12]
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")
-        url = pg_schema_url(schema)
-    hub = Hub(url, folder, jobs=False, env={"SKYHUB_PUBLISH__EVERY": "1s", "SKYHUB_PUBLISH__ACCOUNTS__BSKY": HANDLE})
-    hub.folder = folder
-    try:
-        yield hub
-    finally:
-        hub.stop()
-        if schema:
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with database(request.param, folder) as url:
+        hub = Hub(url, folder, jobs=False, env={"SKYHUB_PUBLISH__EVERY": "1s", "SKYHUB_PUBLISH__ACCOUNTS__BSKY": HANDLE})
+        hub.folder = folder
+        try:
+            yield hub
+        finally:
+            hub.stop()
     assert canary.hits == [], f"the hub reached the canary: {canary.hits}"
 
 

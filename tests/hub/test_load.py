@@ -9,14 +9,12 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-import uuid
 
 import httpx
-import psycopg
 import pytest
 
-from tests.conftest import PG_URL, pg_schema_url
-from tests.hubproc import Hub
+from skyhub_testkit.hub import Hub
+from tests.conftest import database
 
 WRITERS = 50
 STREAMS = 200
@@ -109,22 +107,12 @@ async def load(url: str, token: str, start: int, head_after: object) -> dict:
 @pytest.fixture(params=["sqlite", "postgres"])
 def hub(request, tmp_path):
     """A hub of its own, so that the load and the streams it leaves behind meet no other test."""
-    schema = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/hub.db"
-    else:
-        schema = "t_" + uuid.uuid4().hex[:12]
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")
-        url = pg_schema_url(schema)
-    hub = Hub(url, tmp_path, jobs=False)
-    try:
-        yield hub
-    finally:
-        hub.stop()
-        if schema:
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with database(request.param, tmp_path) as url:
+        hub = Hub(url, tmp_path, jobs=False)
+        try:
+            yield hub
+        finally:
+            hub.stop()
 
 
 def test_fifty_writers_and_two_hundred_streams_lose_nothing(hub):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hubproc import Hub
+from skyhub_testkit.hub import Hub
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ import httpx
 
 from hub.app import build_rules
 from ledger import open_store
-from tests.hubproc import ROOT, Hub
+from skyhub_testkit.hub import ROOT, Hub
 
 NO_KEY = {"SKYHUB_VAULT_KEY": "", "SKYHUB_VAULT_KEY_FILE": "", "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from hub.auth import approve_device, new_device_key, private_key_to_pem, public_key_of
-from tests.hubproc import ROOT, Hub
+from skyhub_testkit.hub import ROOT, Hub
 
 
 def test_skyhub_build_run_against_a_hub_with_a_device_credential(tmp_path):

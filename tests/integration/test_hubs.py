@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.hubproc import ROOT, Hub
+from skyhub_testkit.hub import ROOT, Hub
 from tests.integration.test_processes import _all, check_done_exactly_once
 
 pytestmark = pytest.mark.slow

@@ -199,7 +199,7 @@ def test_a_hub_on_a_stalled_database_says_so_fast_and_recovers(proxied, tmp_path
     answered 503 within the statement timeout, traffic again once the database answers."""
     import httpx
 
-    from tests.hubproc import Hub
+    from skyhub_testkit.hub import Hub
 
     proxy, url = proxied
     hub = Hub(url, tmp_path, jobs=False, env={"SKYHUB_STORE__STATEMENT_TIMEOUT": f"{STATEMENT_TIMEOUT}s",

@@ -7,10 +7,7 @@ reached it."""
 
 from __future__ import annotations
 
-import http.server
 import ipaddress
-import threading
-import time
 
 import httpx
 import pytest
@@ -18,6 +15,7 @@ import pytest
 from platforms.addresses import FetchPolicy
 from platforms.errors import FetchRefused, NetworkError, Transient
 from platforms.fetcher import Fetcher
+from skyhub_testkit.servers import LocalServer
 
 PUBLIC = "93.184.216.34"
 NOT_PUBLIC = [
@@ -28,40 +26,9 @@ NOT_PUBLIC = [
 ]
 
 
-class Server:
-    """A real HTTP server on ``host``: ``routes`` maps a path to (status, headers, body); it counts hits."""
-
-    def __init__(self, host: str, routes: dict[str, tuple[int, dict[str, str], bytes]] | None = None, delay: float = 0.0) -> None:
-        self.routes = routes or {}
-        self.hits: list[str] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                outer.hits.append(self.path)
-                status, headers, body = outer.routes.get(self.path, (200, {"Content-Type": "text/plain"}, b"canary"))
-                if delay:
-                    time.sleep(delay)
-                self.send_response(status)
-                for k, v in headers.items():
-                    if v:  # an empty value: leave the header out (a body that ends when the connection does)
-                        self.send_header(k, v)
-                if "Content-Length" not in headers:
-                    self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = http.server.ThreadingHTTPServer((host, 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://{host}:{self.port}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def Server(host, routes=None, delay=0.0):  # noqa: N802 - reads like the class it makes
+    """A real server on ``host``; a path without a route answers the text "canary"."""
+    return LocalServer(host, routes, default=b"canary", default_type="text/plain", delay=delay)
 
 
 @pytest.fixture

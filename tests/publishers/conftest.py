@@ -19,8 +19,8 @@ from publishers.queue import new_request, queue
 from publishers.settings import PublishSettings
 from publishers.tick import publish
 from publishers.validate import Admission
-from tests.platforms.test_bluesky import FakePDS
-from tests.publishers.fakemeta import FakeMeta
+from skyhub_testkit.fakemeta import FakeMeta
+from skyhub_testkit.fakepds import FakePDS
 from vault import Vault, new_key_text, parse_key
 
 NOW = 1_800_000_000_000

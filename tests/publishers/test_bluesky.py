@@ -11,7 +11,7 @@ import pytest
 
 from publishers import media
 from publishers.images import sniff
-from tests.platforms.test_bluesky import DID, HANDLE, POST, xrpc_error
+from skyhub_testkit.fakepds import DID, HANDLE, POST, xrpc_error
 from tests.publishers.conftest import PDS
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.publishers.conftest import FB_HOST, IG, IG_HOST
-from tests.publishers.fakemeta import (
+from skyhub_testkit.fakemeta import (
     CAROUSEL_INVALID_2207028,
     FETCH_FAILED_2207052,
     NOT_READY_9007,
@@ -15,6 +14,7 @@ from tests.publishers.fakemeta import (
     SPAM_4_2207051,
     USER_RATE_LIMIT_17,
 )
+from tests.publishers.conftest import FB_HOST, IG, IG_HOST
 
 MINUTE = 60_000
 

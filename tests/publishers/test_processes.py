@@ -16,8 +16,8 @@ from hub.app import build_rules
 from ledger import SYSTEM, Ledger, open_store
 from publishers.queue import new_request, queue
 from publishers.validate import Admission
-from tests.hubproc import ROOT
-from tests.publishers.fakemeta import FakeMeta
+from skyhub_testkit.fakemeta import FakeMeta
+from skyhub_testkit.hub import ROOT
 from vault import Vault, new_key_text, parse_key
 
 pytestmark = pytest.mark.slow

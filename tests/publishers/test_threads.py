@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from skyhub_testkit.fakemeta import THREADS_NOT_READY_4279009
 from tests.publishers.conftest import TH
-from tests.publishers.fakemeta import THREADS_NOT_READY_4279009
 
 SETTLE = 30_000
 

@@ -20,9 +20,9 @@ from publishers.errors import PostInvalid
 from publishers.queue import new_request, queue, resolve
 from publishers.settings import PublishSettings
 from publishers.validate import Admission
-from tests.platforms.test_bluesky import HANDLE
+from skyhub_testkit.fakemeta import SERVER_ERROR_2, SPAM_4_2207051, Media
+from skyhub_testkit.fakepds import HANDLE
 from tests.publishers.conftest import IG, PDS, PUBLIC_ADDRESS
-from tests.publishers.fakemeta import SERVER_ERROR_2, SPAM_4_2207051, Media
 from tests.publishers.test_bluesky import png
 
 MINUTE = 60_000

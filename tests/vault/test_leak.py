@@ -23,7 +23,7 @@ import respx
 from hub.app import build_rules
 from ledger import FakeClock, Ledger, LedgerError, open_store
 from platforms.graph import RetryPolicy
-from tests.hubproc import ROOT, Hub
+from skyhub_testkit.hub import ROOT, Hub
 from tests.vault.conftest import ENDPOINTS
 from vault import Checks, Maintainer, Policy, Vault, new_key_text, parse_key
 from vault.remote import RemoteVault

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import signal
@@ -18,7 +19,7 @@ from hub.remote import DeviceAuth, RemoteStore, TokenAuth
 from ledger import Invalid, open_store
 from ledger.actor import parse_actor
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(importlib.import_module("hub").__file__ or ".").resolve().parents[1]  # the source root the hub runs from
 
 
 class Hub:
@@ -59,9 +60,11 @@ class Hub:
         self._clients: list[RemoteStore] = []
 
     def token(self, name: str) -> str:
+        """A new token for the person ``name`` (made on the hub's database, as `skyhub user add` does)."""
         return add_user(self._admin, name)
 
     def device(self, name: str, actor: str) -> DeviceAuth:
+        """A device key approved as ``actor``, ready to sign requests."""
         key = new_device_key()
         approve_device(self._admin, name, actor, public_key_of(key))
         return DeviceAuth(name, key)
@@ -79,12 +82,14 @@ class Hub:
         return client
 
     def close_clients(self) -> None:
+        """Close every client ``client()`` made."""
         for client in self._clients:
             client.close()
         self._clients.clear()
 
     @property
     def admin(self) -> Any:
+        """The hub's database opened directly, with every product's rules (writes as ``admin`` need no credential)."""
         return self._admin
 
     def _drain(self) -> None:
@@ -95,11 +100,13 @@ class Hub:
             self.proc.stderr.close()
 
     def kill(self) -> None:
+        """``kill -9`` the hub."""
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
         self._drain()
 
     def stop(self) -> int:
+        """SIGTERM, then kill after 30 s; the exit status."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -136,9 +143,11 @@ class ActorRouter:
         return self._for("user:reader")
 
     def put(self, db, doc, id=None, *, actor, if_rev=None, create_only=False):  # noqa: ANN001
+        """A write, sent with the credential of ``actor``."""
         return self._for(actor).put(db, doc, id, actor=actor, if_rev=if_rev, create_only=create_only)
 
     def delete(self, db, id, *, actor, if_rev=None):  # noqa: ANN001
+        """A delete, sent with the credential of ``actor``."""
         return self._for(actor).delete(db, id, actor=actor, if_rev=if_rev)
 
     def __getattr__(self, name: str) -> Any:
@@ -147,5 +156,6 @@ class ActorRouter:
         raise AttributeError(name)
 
     def close(self) -> None:
+        """Close every client it made."""
         for client in self._clients.values():
             client.close()
