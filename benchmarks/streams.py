@@ -23,9 +23,7 @@ import argparse
 import asyncio
 import atexit
 import os
-import re
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -33,10 +31,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-ROOT = Path(__file__).resolve().parents[1]  # where the hub's subprocess runs from
 
 import bench_common as bc  # noqa: E402
 import httpx  # noqa: E402
+
+from skyhub_testkit.hub import Hub  # noqa: E402
 
 RATE_SHARE = 0.8
 RATE_AT = (100, 500)  # stream counts held to RATE_SHARE
@@ -46,29 +45,11 @@ CHANGE = b"\nevent: change\n"
 
 
 # ---- the hub ---------------------------------------------------------------------------
-class HubProcess:
+class HubProcess(Hub):
+    """``skyhub run`` (the test kit's hub process), measured: its memory and its CPU time."""
+
     def __init__(self, url: str, cwd: str) -> None:
-        env = {**os.environ, "SKYHUB_DATABASE_URL": url, "SKYHUB_JOBS__ENABLED": "false", "SKYHUB_LOG_LEVEL": "WARNING",
-               "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "hub", "run", "--port", "0"], cwd=cwd, env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.url = ""
-        self.lines: list[str] = []
-        found = threading.Event()
-
-        def read() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                self.lines.append(line)
-                m = re.search(r"API on (http://[0-9.]+:\d+)", line)
-                if m:
-                    self.url = m.group(1)
-                    found.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not found.wait(60):
-            self.stop()
-            raise RuntimeError("skyhub run did not start:\n" + "".join(self.lines[-20:]))
+        super().__init__(url, Path(cwd), jobs=False)
 
     def rss_mb(self) -> float:
         """The hub's resident memory now, MB."""
@@ -80,9 +61,6 @@ class HubProcess:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def stop(self) -> None:
-        """SIGTERM, then kill after 30 s."""
-        bc.stop_process(self.proc)
 
 
 # ---- the streams (a child process) ---------------------------------------------------------
