@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,49 +79,45 @@ def services_for(settings: Settings, offers: dict[str, Offered] | None = None) -
     guarded fetcher every tick and handler shares."""
     offers = offers if offers is not None else offered(settings)
     secrets = next((o.secrets for o in offers.values() if o.secrets is not None), None)
-    return Services(vault=secrets, http=_LazyHttp(settings.platforms.timeout), platforms=settings.platforms,  # type: ignore[arg-type]
-                    fetch=_LazyFetcher(settings.fetch))
+    return Services(vault=secrets, http=_Lazy(lambda: _http(settings.platforms.timeout)),  # type: ignore[arg-type]
+                    platforms=settings.platforms, fetch=_Lazy(lambda: _fetcher(settings.fetch)))
 
 
-class _LazyFetcher:
-    """The guarded fetcher (``platforms.fetcher``), made on first use like the HTTP client."""
+class _Lazy:
+    """A service made on first use (``make()``), so a hub whose ticks never call out never imports httpx's stack."""
 
-    def __init__(self, section: Any) -> None:
-        self._section = section
-        self._fetcher: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._fetcher is None:
-            from platforms.fetcher import Fetcher, FetchPolicy
-
-            self._fetcher = Fetcher(FetchPolicy.of(self._section))
-        return getattr(self._fetcher, name)
-
-
-class _LazyHttp:
-    """An ``httpx.Client`` made on first use, so a hub whose ticks never call out never imports httpx's stack."""
-
-    def __init__(self, timeout: float) -> None:
-        self._timeout = timeout
-        self._client: Any = None
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._made: Any = None
         self._lock = threading.Lock()
 
     def _get(self) -> Any:
         with self._lock:
-            if self._client is None:
-                import httpx
-
-                self._client = httpx.Client(timeout=self._timeout, headers={"User-Agent": "skyhub"})
-            return self._client
+            if self._made is None:
+                self._made = self._make()
+            return self._made
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._get(), name)
 
     def close(self) -> None:
+        """Close what was made (nothing was, if nothing asked for it)."""
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            if self._made is not None and hasattr(self._made, "close"):
+                self._made.close()
+            self._made = None
+
+
+def _http(timeout: float) -> Any:
+    import httpx
+
+    return httpx.Client(timeout=timeout, headers={"User-Agent": "skyhub"})
+
+
+def _fetcher(section: Any) -> Any:
+    from platforms.fetcher import Fetcher, FetchPolicy
+
+    return Fetcher(FetchPolicy.of(section))
 
 
 @dataclass
@@ -167,7 +163,7 @@ class App:
         self.sweeper.stop()
         self.feed.stop()
         http = self.services.http
-        if isinstance(http, _LazyHttp):
+        if isinstance(http, _Lazy):
             http.close()
         self.store.close()
         if getattr(self, "_started", False):

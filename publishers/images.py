@@ -23,7 +23,7 @@ from platforms.errors import FetchRefused, PlatformError
 
 from . import media
 from .errors import ContentProblem
-from .validate import BSKY_IMAGE_BYTES
+from .validate import BSKY_IMAGE_BYTES, short
 
 MIME = {"jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "webp": "image/webp"}
 
@@ -47,21 +47,14 @@ def load(ctx: Any, image: dict[str, Any], *, n: int, limit: int = BSKY_IMAGE_BYT
     else:
         source = str(image.get("url", ""))
         data = _fetch(ctx.fetch, source, n, limit)
-    if len(data) > limit:
-        raise ContentProblem(f"image {n} ({_short(source)}) is {len(data):,} bytes; a Bluesky image is at most {limit:,} bytes",
-                             permanent=True)
     kind, width, height = sniff(data)
     if kind is None:
-        raise ContentProblem(f"image {n} ({_short(source)}) is not a JPEG, PNG, GIF or WebP image", permanent=True)
+        raise ContentProblem(f"image {n} ({short(source)}) is not a JPEG, PNG, GIF or WebP image", permanent=True)
     return ImageData(data, MIME[kind], width, height)
 
 
-def _short(source: str) -> str:
-    return source if len(source) <= 80 else source[:77] + "..."
-
-
 def _fetch(fetcher: Any, url: str, n: int, limit: int) -> bytes:
-    what = f"image {n} ({_short(url)})"
+    what = f"image {n} ({short(url)})"
     try:
         got = fetcher.get(url, what=what, max_bytes=limit, accept="image/*")
     except FetchRefused as exc:

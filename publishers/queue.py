@@ -18,7 +18,6 @@ from .machine import DB, KIND, TICK_FIELDS
 from .validate import PLATFORMS, parse_at, problems
 
 CONTENT = ("platform", "account", "slug", "images", "caption", "text", "replyTo", "at")
-API_FIELDS = ("platform", "account", "slug", "caption", "images", "at", "replyTo")  # what POST /v1/publish takes
 
 
 def request_id(platform: str, account: str, slug: str) -> str:
@@ -46,13 +45,18 @@ def new_request(
     return body
 
 
+def check(db: Ledger, body: dict[str, Any], admission: Admission) -> None:
+    """Every problem of ``body`` at once, as ``PostInvalid`` (one sentence each); nothing when it is good."""
+    found = problems(body, now_ms=db.now(), admission=admission)
+    if found:
+        raise PostInvalid("; ".join(found))
+
+
 def queue(db: Ledger, body: dict[str, Any], *, admission: Admission | None = None) -> tuple[dict[str, Any], bool]:
     """Validate and write a request, judged by the hub's settings (``admission``: the strictest
     when not given; the machine's start guard judges the write again in its transaction).
     Returns (the document, whether it was queued now)."""
-    found = problems(body, now_ms=db.now(), admission=admission or Admission())
-    if found:
-        raise PostInvalid("; ".join(found))
+    check(db, body, admission or Admission())
     doc_id = request_id(body["platform"], body["account"], body["slug"])
     try:
         return db.put(DB, body, doc_id, create_only=True), True
@@ -89,9 +93,7 @@ def submit(db: Ledger, settings: Any, *, platform: str, account: str | None, slu
                        now_ms=db.now())
     admission = Admission.from_settings(settings)
     if dry_run:
-        found = problems(body, now_ms=db.now(), admission=admission)
-        if found:
-            raise PostInvalid("; ".join(found))
+        check(db, body, admission)
         return body, False
     return queue(db, body, admission=admission)
 
@@ -99,7 +101,8 @@ def submit(db: Ledger, settings: Any, *, platform: str, account: str | None, slu
 RETRY_RESET = TICK_FIELDS  # what a retried post starts over without
 
 
-def _move(db: Ledger, doc_id: str, status: str, allowed: tuple[str, ...], **fields: Any) -> dict[str, Any]:
+def _post(db: Ledger, doc_id: str) -> dict[str, Any]:
+    """A queued post by id; NotFound naming what ids look like."""
     from ledger import NotFound
 
     try:
@@ -108,6 +111,12 @@ def _move(db: Ledger, doc_id: str, status: str, allowed: tuple[str, ...], **fiel
         raise NotFound(f"no queued post {doc_id!r} (ids look like ig:ACCOUNT:SLUG; see `skyhub publish ls`)") from None
     if doc.get("kind") != KIND:
         raise NotFound(f"{doc_id!r} is not a queued post")
+    return doc
+
+
+def _move(db: Ledger, doc_id: str, status: str, allowed: tuple[str, ...], doc: dict[str, Any] | None = None,
+          **fields: Any) -> dict[str, Any]:
+    doc = doc if doc is not None else _post(db, doc_id)
     if doc.get("status") not in allowed:
         raise PostInvalid(f"{doc_id} is {doc.get('status')}: only a post that is {' or '.join(allowed)} can be moved to {status}")
     body = {k: v for k, v in doc.items() if not k.startswith("_")}
@@ -129,21 +138,12 @@ def cancel(db: Ledger, doc_id: str) -> dict[str, Any]:
 
 def resolve(db: Ledger, doc_id: str, media_id: str) -> dict[str, Any]:
     """Record which of the candidate media a post that needs a person became (see ``containers``)."""
-    from ledger import NotFound
-
-    try:
-        doc = db.get(DB, doc_id)
-    except NotFound:
-        raise NotFound(f"no queued post {doc_id!r} (ids look like ig:ACCOUNT:SLUG; see `skyhub publish ls`)") from None
-    if doc.get("kind") != KIND or doc.get("status") != "needs-person":
+    doc = _post(db, doc_id)
+    if doc.get("status") != "needs-person":
         raise PostInvalid(f"{doc_id} is {doc.get('status')}: only a post that needs a person has candidates to choose from")
     offered = {str(c.get("mediaId")): c for c in doc.get("candidates") or [] if isinstance(c, dict)}
     chosen = offered.get(media_id)
     if chosen is None:
         raise PostInvalid(f"{media_id!r} is not a candidate of {doc_id}: choose one of {', '.join(sorted(offered))}")
-    body = {k: v for k, v in doc.items() if not k.startswith("_")}
-    body.update(status="done", mediaId=media_id, permalink=chosen.get("permalink") or f"media {media_id}",
-                publishedAt=db.now(), updatedAt=db.now())
-    body.pop("intent", None)
-    body.pop("lastError", None)
-    return db.put(DB, body, doc_id, if_rev=doc["_rev"])
+    return _move(db, doc_id, "done", ("needs-person",), doc, mediaId=media_id, publishedAt=db.now(), updatedAt=db.now(),
+                 permalink=chosen.get("permalink") or f"media {media_id}", intent=None, lastError=None)

@@ -21,6 +21,7 @@ Everything the tick knows lives in the documents; times come from ``ctx.now()``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -97,9 +98,7 @@ def _admission(run: Run) -> Admission:
         web = run.ctx.fetch.policy
     except LedgerError:  # a context without a fetcher (a test): the strictest policy
         web = Admission().web
-    s = run.settings
-    return Admission(image_hosts=tuple(h.lower() for h in getattr(s, "image_hosts", ()) or ()), web=web,
-                     devices=tuple(getattr(s, "devices", ()) or ()))
+    return dataclasses.replace(Admission.of(run.settings, None), web=web)
 
 
 def refused(run: Run, doc: dict[str, Any], admission: Admission) -> bool:

@@ -66,7 +66,8 @@ def _images(request: dict[str, Any], problems: list[str]) -> list[dict[str, Any]
     return images
 
 
-def _short(url: str) -> str:
+def short(url: str) -> str:
+    """A URL or name cut to 80 characters for a sentence."""
     return url if len(url) <= 80 else url[:77] + "..."
 
 
@@ -153,13 +154,13 @@ def problems(request: dict[str, Any], *, now_ms: int | None = None, admission: A
         else:
             refused = rules.web.url_problem(url)
             if refused:
-                out.append(f"image {n} ({_short(url)}) cannot be used: {refused}")
+                out.append(f"image {n} ({short(url)}) cannot be used: {refused}")
                 continue
         try:
             parts = urlsplit(url)
             parts.port  # noqa: B018 - raises for a port that is not one
         except ValueError:
-            out.append(f"image {n} ({_short(url)}) cannot be used: the URL cannot be read (a malformed host or port)")
+            out.append(f"image {n} ({short(url)}) cannot be used: the URL cannot be read (a malformed host or port)")
             continue
         if platform != "bsky" and not parts.path.lower().endswith((".jpg", ".jpeg")):
             out.append(f"image {n} must be a JPEG ({name} takes JPEG only): its URL should end in .jpg or .jpeg")

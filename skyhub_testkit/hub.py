@@ -10,6 +10,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +161,26 @@ class ActorRouter:
         """Close every client it made."""
         for client in self._clients.values():
             client.close()
+
+
+@contextmanager
+def serving(api: Any) -> Iterator[str]:
+    """An ASGI app (``hub.api.create_api(app)``) served in a thread of this process on a free port, for the
+    ``with`` block: its URL. For tests that reach into the hub's objects; ``Hub`` runs a real process."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=0, log_level="warning", lifespan="off", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the API did not start")
+        time.sleep(0.02)
+    host, port = server.servers[0].sockets[0].getsockname()[:2]
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+

@@ -9,6 +9,7 @@ another origin) is refused with 403 and writes nothing.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import logging
@@ -110,17 +111,17 @@ class Console:
         activity = Activity(app.store, app.rules, now=app.clock.now_ms)
         return cls(app, Sessions(app.store, clock=app.clock, hub_url=hub_url), env, activity, Metrics(app, activity), app.clock.now_ms())
 
-    @property
+    @functools.cached_property
     def private(self) -> dict[str, str]:
         """Databases the products keep out of the console's generic views, and why."""
         return {db: why for p in self.app.products for db, why in p.private.items()}
 
-    @property
+    @functools.cached_property
     def redact(self) -> dict[str, tuple[str, ...]]:
         """Fields the products never let a page show, by database."""
         return {db: fields for p in self.app.products for db, fields in p.redact.items()}
 
-    @property
+    @functools.cached_property
     def doc_actions(self) -> list[Callable[..., Any]]:
         """The products' own document actions (a post's Retry, ...)."""
         return [found for p in self.app.products if (found := p.actions()) is not None]

@@ -62,9 +62,9 @@ class Page:
     """One signed-in tab: keyboard sign-in, axe on every view, a screenshot of each, and every
     response body the page received (to look for secrets)."""
 
-    def __init__(self, browser: Any, hub: Hub, name: str) -> None:
+    def __init__(self, browser: Any, hub: Hub, name: str, width: int = 1280, height: int = 900) -> None:
         self.hub = hub
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context = browser.new_context(viewport={"width": width, "height": height})
         self.page = self.context.new_page()
         self.page.set_default_timeout(20_000)
         self.bodies: list[str] = []
@@ -323,6 +323,39 @@ def test_retry_a_failed_request_a_forged_post_and_sign_out(browser, tmp_path, ke
         p.goto(hub.url + "/console/publish")
         assert p.url.startswith(hub.url + "/console/sign-in?next=")
         assert p.locator("#token").count() == 1
+    finally:
+        tab.close()
+        hub.stop()
+
+
+def test_on_a_phone_a_post_that_needs_a_person_fits_and_is_resolved_from_the_keyboard(browser, tmp_path, key_text):
+    hub = _hub(tmp_path, key_text)
+    slug = "same-caption-post-with-a-long-slug"
+    doc, _ = queue(Ledger(hub.admin, "user:ana"), new_request("threads", account="29", slug=slug, caption="Same",
+                                                             now_ms=hub.admin.clock.now_ms()))
+    candidates = [{"mediaId": f"1790000000000000{n}", "permalink": f"https://www.threads.net/@shop/post/{n}/",
+                   "timestamp": f"2026-12-01T09:00:0{n}+0000"} for n in (1, 2)]
+    hub.admin.put("requests", {**doc, "status": "needs-person", "candidates": candidates, "carouselId": "c1",
+                               "lastError": "Threads published this post, but 2 recent post(s) have its caption"}, actor="admin")
+    tab = Page(browser, hub, "phone-needs-person", width=390, height=844)
+    try:
+        p = tab.page
+        tab.sign_in(hub.token("ana"))
+        assert p.evaluate("document.documentElement.scrollWidth") <= 390
+        p.goto(hub.url + doc_url("requests", f"threads:29:{slug}"))
+        tab.check("document")
+        # long JSON values and links in the fields and the revision history wrap: nothing scrolls sideways
+        assert p.evaluate("document.documentElement.scrollWidth") <= 390
+        for _ in range(60):
+            p.keyboard.press("Tab")
+            if p.evaluate("document.activeElement.textContent.startsWith('It became 17900000000000002')"):
+                break
+        else:
+            raise AssertionError("the second candidate's button is not reachable with Tab")
+        p.keyboard.press("Enter")
+        p.wait_for_url("**?done=*")
+        done = hub.admin.get("requests", f"threads:29:{slug}")
+        assert done["status"] == "done" and done["mediaId"] == "17900000000000002"
     finally:
         tab.close()
         hub.stop()

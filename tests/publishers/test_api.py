@@ -5,13 +5,10 @@ CLI over ``--hub`` through ``publishers.remote.publish_queue``, and raw ``db put
 from __future__ import annotations
 
 import json
-import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-import uvicorn
 
 from hub.api import create_api
 from hub.app import build_app
@@ -20,6 +17,7 @@ from hub.remote import RemoteStore, TokenAuth
 from hub.settings import load_settings
 from ledger import Ledger
 from publishers.remote import publish_queue
+from skyhub_testkit.hub import serving
 
 JPG = "https://cdn.example.org/p/{}.jpg"
 IG = "17841400000000000"
@@ -29,22 +27,12 @@ IG = "17841400000000000"
 def hub(tmp_path, monkeypatch):
     monkeypatch.setenv("SKYHUB_PUBLISH__ACCOUNTS__IG", IG)
     app = build_app(load_settings(database_url=f"sqlite:///{tmp_path}/hub.db"))
-    api = create_api(app)
-    server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=0, log_level="warning", lifespan="off", access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the API did not start"
-        time.sleep(0.02)
-    host, port = server.servers[0].sockets[0].getsockname()[:2]
-    client = httpx.Client(base_url=f"http://{host}:{port}", timeout=30)
-    client.headers["Authorization"] = f"Bearer {add_user(app.store, 'maya')}"
-    client.app_state = app  # type: ignore[attr-defined]
-    yield client
-    client.close()
-    server.should_exit = True
-    thread.join(10)
+    with serving(create_api(app)) as url:
+        client = httpx.Client(base_url=url, timeout=30)
+        client.headers["Authorization"] = f"Bearer {add_user(app.store, 'maya')}"
+        client.app_state = app  # type: ignore[attr-defined]
+        yield client
+        client.close()
     app.stop()
 
 

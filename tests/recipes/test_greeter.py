@@ -4,17 +4,15 @@ by naming its declaration's module, and nothing else: no file of hub/ mentions i
 
 from __future__ import annotations
 
-import threading
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from hub.auth import add_user
 from ledger import Services, TickEvent
+from skyhub_testkit.hub import serving
 from tests.console.conftest import Console
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,19 +37,10 @@ def greeter_hub(tmp_path, monkeypatch):
     monkeypatch.setattr(products, "DECLARATIONS", (*products.DECLARATIONS, DECLARATION))  # the one line the recipe adds
     _clear_caches()
     app = build_app(load_settings(database_url=f"sqlite:///{tmp_path}/hub.db"))
-    server = uvicorn.Server(uvicorn.Config(create_api(app), host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the API did not start"
-        time.sleep(0.02)
-    host, port = server.servers[0].sockets[0].getsockname()[:2]
     try:
-        yield app, f"http://{host}:{port}"
+        with serving(create_api(app)) as url:
+            yield app, url
     finally:
-        server.should_exit = True
-        thread.join(10)
         app.stop()
         monkeypatch.undo()
         _clear_caches()
