@@ -259,9 +259,10 @@ def create_api(app: App) -> FastAPI:
     probe = HealthProbe(app)
     pool = Worker("api", settings.http.threads)  # the endpoints' store calls: see hub/worker.py
     api.state.failures = Failures()  # refused credentials, per address: the gate's and the console's sign-in
+    uploads = {path: size for product in app.products for path, size in product.uploads.items()}  # binary bodies (images)
     api.add_middleware(
         Gate, authenticator=authenticator, clock=app.clock, public=public, max_body=MAX_BODY,
-        body_timeout=settings.http.body_timeout, run=pool.run, failures=api.state.failures,
+        body_timeout=settings.http.body_timeout, run=pool.run, failures=api.state.failures, uploads=uploads,
     )
     fanout = Fanout(
         store, render, queue_size=settings.http.stream_queue, keepalive=settings.http.stream_keepalive,

@@ -10,7 +10,9 @@ In this order, and before a byte of the body is read:
    Public paths (``/health``, the OpenAPI description and its pages) need none.
 4. Only then the body: at most ``max_body`` bytes however it is framed (a chunked body is cut
    at the limit with 413), within ``body_timeout`` seconds (else 408). A device's signature is
-   verified over it. A body that is not UTF-8 is refused with 422, as is one that is not JSON.
+   verified over it. A body that is not UTF-8 is refused with 422, as is one that is not JSON,
+   except on the paths a product declares for binary uploads (``Product.uploads``: an image to
+   ``POST /v1/media``), whose bodies may be bytes of any kind, up to the size declared there.
 
 The app gets the body from memory and the principal in ``scope[PRINCIPAL]``. What happens to
 the unread rest of a refused body is the server's business (``hub/server.py``: it lingers a
@@ -23,7 +25,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -104,7 +106,7 @@ class Gate:
     def __init__(
         self, app: ASGIApp, *, authenticator: Authenticator, clock: Clock, public: Collection[str],
         max_body: int, body_timeout: float, run: Callable[..., Awaitable[Any]] = run_in_threadpool,
-        failures: Failures | None = None,
+        failures: Failures | None = None, uploads: Mapping[str, int] | None = None,
     ) -> None:
         self.app = app
         self.failures = failures or Failures()  # a refused credential's answer waits (hub/throttle.py)
@@ -112,6 +114,7 @@ class Gate:
         self.clock = clock
         self.public = frozenset(public)
         self.max_body = max_body
+        self.uploads = dict(uploads or {})  # path -> the most bytes of a binary body there
         self.body_timeout = body_timeout
         self.run = run  # where the credential checks call the store
 
@@ -125,7 +128,7 @@ class Gate:
         try:
             path = strict_path(scope)
             strict_query(scope)
-            self._check_length(scope)
+            self._check_length(scope, self.uploads.get(path, self.max_body))
             if path in self.public:  # these read no body: one sent anyway ends the connection
                 await self.app({**scope, "path": path}, receive, closing(send) if unread else send)
                 return
@@ -149,9 +152,10 @@ class Gate:
         if query:
             target += "?" + query
         first = await self.run(self.authenticator.check, authorization, method, target, self.clock.now_ms())
-        body = await self._read(receive)
+        binary = path in self.uploads
+        body = await self._read(receive, self.uploads[path] if binary else self.max_body)
         principal = first if isinstance(first, Principal) else await self.run(self.authenticator.verify, first, body)
-        if body:
+        if body and not binary:
             try:
                 text = body.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -160,16 +164,19 @@ class Gate:
                 _no_duplicate_keys(text)
         return principal, body
 
-    def _check_length(self, scope: Scope) -> None:
+    def _check_length(self, scope: Scope, limit: int) -> None:
         length = header(scope, b"content-length")
         if length is None:
             return
         if not _DIGITS.fullmatch(length):
             raise Invalid("Content-Length is not a number of bytes")
-        if len(length) > 15 or int(length) > self.max_body:
-            raise TooLarge(f"the request body is {length[:20]} bytes; the limit is {self.max_body:,} bytes (documents are at most 1 MiB)")
+        if len(length) > 15 or int(length) > limit:
+            raise TooLarge(f"the request body is {length[:20]} bytes; the limit is {limit:,} bytes{self._why(limit)}")
 
-    async def _read(self, receive: Receive) -> bytes:
+    def _why(self, limit: int) -> str:
+        return " (documents are at most 1 MiB)" if limit == self.max_body else ""
+
+    async def _read(self, receive: Receive, limit: int) -> bytes:
         chunks: list[bytes] = []
         size = 0
         try:
@@ -180,8 +187,8 @@ class Gate:
                         raise _Gone
                     chunk = message.get("body", b"")
                     size += len(chunk)
-                    if size > self.max_body:
-                        raise TooLarge(f"the request body is over {self.max_body:,} bytes (documents are at most 1 MiB)")
+                    if size > limit:
+                        raise TooLarge(f"the request body is over {limit:,} bytes{self._why(limit)}")
                     if chunk:
                         chunks.append(chunk)
                     if not message.get("more_body", False):

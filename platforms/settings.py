@@ -41,7 +41,7 @@ class FetchSettings(Section):
     max_redirects: int = 3
     """redirects followed, each checked like the first URL"""
     max_bytes: int = 10 * 1024 * 1024
-    """the most one fetch reads (an image for Bluesky is capped lower, at its limit)"""
+    """the most one fetch reads (an image for a Bluesky post is then scaled down to Bluesky's limit)"""
     timeout: Interval = 10.0
     """the whole fetch, every redirect included, must end within this"""
 

@@ -1,7 +1,10 @@
 """The publishing routes (``PUBLISHERS.api``): ``POST /v1/publish`` queues a post as the
-authenticated person, exactly as ``skyhub publish ig|threads|bsky`` does; ``POST /v1/media``
-uploads an image for a Bluesky post (the bytes, never a path); ``GET /v1/publish`` lists queued
-posts a page at a time, with what the tick does next. The hub mounts them behind its gate.
+authenticated person, exactly as ``skyhub publish ig|threads|bsky`` does, and answers its
+``warnings`` (an image without alt text on Instagram or Threads); ``POST /v1/media`` uploads an
+image for a Bluesky post (the bytes, never a path; upright and without EXIF before it is
+stored); ``GET /v1/publish`` lists queued posts a page at a time, with what the tick does next.
+The hub mounts them behind its gate (``POST /v1/media`` takes a binary body of up to
+``media.MAX_BYTES``: ``PUBLISHERS.uploads``).
 
 Errors come from the one tree: an invalid post is 422 with one sentence per problem (nothing is
 written), the same slug with different content 409.
@@ -17,10 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from ledger import Invalid, Ledger, Web
 
 from . import media
-from .images import MIME, sniff
+from .errors import ContentProblem
+from .images import sniff
 from .listing import next_step, page
 from .queue import submit
-from .validate import BSKY_IMAGE_BYTES, UPLOAD_TYPES
+from .validate import UPLOAD_TYPES, warnings
 
 Platform = Literal["ig", "threads", "bsky"]
 
@@ -63,10 +67,14 @@ class Queued(BaseModel):
     id: str
     queued: bool = Field(description="False when the same post was already queued (nothing new was written)")
     status: str
+    warnings: list[str] = Field(default_factory=list, description="What the post is queued with but should not be "
+                                "(an image without alt text on Instagram or Threads), one sentence each")
 
 
 class Uploaded(BaseModel):
     upload: dict[str, Any] = Field(description="Give this as an image's upload in POST /v1/publish")
+    warnings: list[str] = Field(default_factory=list, description="What was done to the image that you would want to "
+                                "know (an animated GIF becomes its first frame), one sentence each")
 
 
 class PublishPage(BaseModel):
@@ -87,22 +95,28 @@ def publish_router(web: Web) -> APIRouter:
                           reply_to=body.replyTo)
 
         doc, queued = await web.run(write)
-        return Queued(id=doc["_id"], queued=queued, status=doc["status"])
+        return Queued(id=doc["_id"], queued=queued, status=doc["status"], warnings=warnings(doc))
 
     @router.post("/v1/media", response_model=Uploaded, openapi_extra={"requestBody": {
         "required": True, "content": {t: {"schema": {"type": "string", "format": "binary"}} for t in UPLOAD_TYPES}}})
     async def upload_image(request: Request, who: Any = Depends(principal)) -> Uploaded:
-        """Upload an image for a Bluesky post (the request's body is the file, at most 1,000,000 bytes); give
-        the answer's ``upload`` as an image of ``POST /v1/publish``. The same bytes twice are one upload."""
+        """Upload an image for a Bluesky post (the request's body is the file, at most 20,000,000 bytes; the
+        ``X-File-Name`` header names it); give the answer's ``upload`` as an image of ``POST /v1/publish``.
+        It is stored upright and without EXIF (GPS position included) or any other metadata; Bluesky's
+        copy is scaled to fit its limit when the post is published. The same bytes twice are one upload."""
         data = await request.body()
-        kind = sniff(data)[0]
-        if not data or kind is None:
+        if not data or sniff(data)[0] is None:
             raise Invalid("the body must be a JPEG, PNG, GIF or WebP image")
-        if len(data) > BSKY_IMAGE_BYTES:
-            raise Invalid(f"the image is {len(data):,} bytes; a Bluesky image is at most {BSKY_IMAGE_BYTES:,} bytes")
         name = request.headers.get("x-file-name", "")[:200].replace("/", "_").replace("\\", "_")
-        upload = await web.run(media.store, Ledger(web.store, who.actor), data, name=name, mime=MIME[kind])
-        return Uploaded(upload=upload)
+
+        def take() -> tuple[dict[str, Any], tuple[str, ...]]:
+            try:
+                return media.take(Ledger(web.store, who.actor), data, name=name)
+            except ContentProblem as exc:  # the person's file: a 422 with its sentence, nothing written
+                raise Invalid(exc.reason) from None
+
+        upload, notes = await web.run(take)
+        return Uploaded(upload=upload, warnings=list(notes))
 
     @router.get("/v1/publish", response_model=PublishPage)
     async def list_posts(

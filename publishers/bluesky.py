@@ -1,9 +1,12 @@
 """Bluesky: one record, in one step.
 
     status    intent (written first, with the record key)     calls                                  next status
-    pending   post {rkey}                                      images fetched or read, uploaded as    done
-                                                               blobs; facets (links, mentions, tags);
-                                                               the reply's refs; createRecord under rkey
+    pending   post {rkey}                                      images fetched or read, made fit       done
+                                                               (upright, no EXIF, under the blob
+                                                               limit: publishers.imaging), uploaded
+                                                               as blobs; facets (links, mentions,
+                                                               tags); the reply's refs; createRecord
+                                                               under rkey
 
 The record key is fixed on the document (``rkey``) in the intent's write, before any call, and
 ``platforms.bluesky`` reads the key back before creating: a crash after ``createRecord``, a lost
@@ -53,19 +56,21 @@ class Posts:
         rkey = str(doc.get("rkey") or new_rkey(step.now()))
         if not step.write(intent={"step": "post", "at": step.now(), "rkey": rkey}, rkey=rkey, lastError=None):
             return "busy"
+        notes: list[str] = []
         try:
-            ref = self._post(step, rkey)
+            ref = self._post(step, rkey, notes)
         except ContentProblem as exc:
             return step.failed(exc, intent=None)
         except PlatformError as exc:
             return step.failed(exc, intent=None)
         handle = self.client.handle or self.account.account
         step.settle("done", recordUri=ref["uri"], recordCid=ref["cid"], permalink=permalink(handle, rkey),
-                    publishedAt=step.now(), intent=None, lastError=None, notBefore=None)
+                    publishedAt=step.now(), intent=None, lastError=None, notBefore=None, imageNotes=notes or None)
         log.info("publish: %s is live at %s", doc["_id"], ref["uri"], extra={"id": doc["_id"]})
         return "done"
 
-    def _post(self, step: Step, rkey: str) -> dict[str, str]:
+    def _post(self, step: Step, rkey: str, notes: list[str]) -> dict[str, str]:
+        """The record under ``rkey`` (read back, or created); what was done to its images goes in ``notes``."""
         doc = step.doc
         existing = self.client.get_record(POST, rkey)  # read back first: a crash after createRecord posted it
         if existing is not None:
@@ -73,9 +78,10 @@ class Posts:
         text = str(doc.get("caption", doc.get("text")) or "")
         pictures = []
         for n, image in enumerate(doc.get("images") or [], start=1):
-            data = images.load(self.run.ctx, image, n=n)
-            blob = self.client.upload_blob(data.data, data.mime)
-            pictures.append(Image(blob, alt=image.get("alt") or "", width=data.width, height=data.height))
+            picture = images.load(self.run.ctx, image, n=n)  # the aspect ratio is the uploaded image's own
+            blob = self.client.upload_blob(picture.data, picture.mime)
+            pictures.append(Image(blob, alt=image.get("alt") or "", width=picture.width, height=picture.height))
+            notes += picture.notes
         reply = self._reply(str(doc["replyTo"])) if doc.get("replyTo") else None
         ref = self.client.post(rkey, text, facets=facets(text, self.client.resolve_handle), images=pictures, reply=reply,
                                created_at=_iso(step.now()))

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from ledger import Env, Ledger, NotFound, Usage
+from ledger import Env, Ledger, LedgerError, NotFound, Usage
 from ledger.text import iso, table, whole
 
 from . import media
-from .errors import PostInvalid
+from .errors import ContentProblem, PostInvalid
 from .listing import listing, next_step
 from .machine import DB, KIND, PUBLISH
 from .queue import cancel, request_id, resolve, retry, submit
-from .validate import BSKY_IMAGE_BYTES, PLATFORMS, is_local
+from .validate import PLATFORMS, is_local, warnings
+
+if TYPE_CHECKING:
+    from .imaging import Picture
 
 
 @click.group("publish")
@@ -57,7 +60,8 @@ def _queue_command(platform: str) -> click.Command:
         if reply_to and platform != "bsky":
             raise Usage("--reply-to is for Bluesky posts")
         ledger = Ledger(env.store, env.actor())
-        files = {url: _read(url) for url in images if platform == "bsky" and is_local(url)}  # read before anything is written
+        # every file read, upright and without EXIF (GPS), before anything is written
+        files = {url: _read(url) for url in images if platform == "bsky" and is_local(url)}
         if env.remote:  # the hub's defaults and rules decide: its account, its image hosts
             account = account or None
         else:
@@ -69,47 +73,62 @@ def _queue_command(platform: str) -> click.Command:
                 raise Usage(f"no account: pass --account, or set publish.accounts.{platform} "
                             f"(SKYHUB_PUBLISH__ACCOUNTS__{platform.upper()})") from None
         pairs: list[dict[str, Any]] = []
+        notes: list[str] = []
         for i, url in enumerate(images):
             alt = alts[i] if i < len(alts) else ""
             if url in files:  # the bytes travel with the post, never the path
-                data, mime = files[url]
-                pairs.append({"upload": media.store(ledger, data, name=os.path.basename(url), mime=mime), "alt": alt})
+                picture = files[url]
+                pairs.append({"upload": media.store(ledger, picture.data, name=os.path.basename(url), mime=picture.mime),
+                              "alt": alt})
+                notes += picture.notes
             else:
                 pairs.append({"url": url, "alt": alt})
-        if env.remote:
-            from .remote import publish_queue
+        try:
+            if env.remote:
+                from .remote import publish_queue
 
-            fields = {"platform": platform, "account": account, "slug": slug, "caption": caption, "images": pairs, "at": at,
-                      "replyTo": reply_to}
-            out = publish_queue(cast(Any, env.store), {k: v for k, v in fields.items() if v is not None})
-        else:
-            doc, queued = submit(ledger, env, platform=platform, account=account, slug=slug, caption=caption, images=pairs,
-                                 at=at, reply_to=reply_to)
-            out = {"id": doc["_id"], "queued": queued, "status": doc["status"], "rev": doc["_rev"]}
+                fields = {"platform": platform, "account": account, "slug": slug, "caption": caption, "images": pairs, "at": at,
+                          "replyTo": reply_to}
+                out = publish_queue(cast(Any, env.store), {k: v for k, v in fields.items() if v is not None})
+            else:
+                doc, queued = submit(ledger, env, platform=platform, account=account, slug=slug, caption=caption, images=pairs,
+                                     at=at, reply_to=reply_to)
+                out = {"id": doc["_id"], "queued": queued, "status": doc["status"], "rev": doc["_rev"], "warnings": warnings(doc)}
+        except LedgerError as exc:
+            if exc.code == PostInvalid.code and "needs alt text" in exc.reason:  # the sentences are shared; the flag is the CLI's
+                raise PostInvalid("; ".join(f"{s} (give it with --alt right after its --image)" if "needs alt text" in s else s
+                                            for s in exc.reason.split("; "))) from None
+            raise
         click.echo(json.dumps(out))
         if not out["queued"]:
             click.echo(f"skyhub: {out['id']} was already queued with the same content; nothing new was written", err=True)
+        for sentence in [*notes, *out.get("warnings", [])]:
+            click.echo(f"skyhub: {sentence}", err=True)
 
     return command
 
 
-def _read(path: str) -> tuple[bytes, str]:
-    """A Bluesky image from this machine: its bytes and type, refused here when it cannot be a Bluesky image."""
+def _read(path: str) -> Picture:
+    """A Bluesky image from this machine, upright and without its metadata (``media.clean``),
+    refused here in one sentence when it cannot be an image."""
     from pathlib import Path
 
-    from .images import MIME, sniff
+    from .images import sniff
 
     file = Path(path).expanduser()
     if not file.is_file():
         raise Usage(f"image {path} is not a file here (give a file on this machine, or a public https URL)")
     size = file.stat().st_size
-    if size > BSKY_IMAGE_BYTES:
-        raise Usage(f"image {path} is {size:,} bytes; a Bluesky image is at most {BSKY_IMAGE_BYTES:,} bytes")
-    data = file.read_bytes()[:BSKY_IMAGE_BYTES + 1]
-    kind = sniff(data)[0]
-    if kind is None:
+    if size > media.MAX_BYTES:
+        raise Usage(f"image {path} is {size:,} bytes; the most the hub takes is {media.MAX_BYTES:,} "
+                    "(Bluesky's copy is scaled to fit its limit)")
+    data = file.read_bytes()[:media.MAX_BYTES + 1]
+    if sniff(data)[0] is None:
         raise Usage(f"image {path} is not a JPEG, PNG, GIF or WebP image")
-    return data, MIME[kind]
+    try:
+        return media.clean(data, name=os.path.basename(path))
+    except ContentProblem as exc:
+        raise Usage(exc.reason) from None
 
 
 for _platform in PLATFORMS:

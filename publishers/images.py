@@ -1,7 +1,10 @@
 """Images for a Bluesky post: the bytes (fetched from a URL through the guarded fetcher, or
-reassembled from an upload in the ledger), their type and their size in pixels, read from the
-file's header in pure Python (JPEG SOF, PNG IHDR, GIF, WebP VP8/VP8L/VP8X), so that
-``aspectRatio`` needs no imaging library.
+reassembled from an upload in the ledger), at most ``media.MAX_BYTES``, made fit to publish by
+``publishers.imaging`` (upright, without EXIF or any other metadata, under Bluesky's blob
+limit, quality stepped down before size), with the size in pixels of what is uploaded (the
+post's ``aspectRatio``). ``sniff`` reads a file's type and size from its header in pure Python
+(JPEG SOF, PNG IHDR, GIF, WebP VP8/VP8L/VP8X), so a command can refuse what is no image without
+loading Pillow.
 
 The hub never opens a path a document names: a file travels as an upload (``publishers.media``),
 and a URL is fetched only through ``ctx.fetch`` (``platforms.fetcher``: public https addresses,
@@ -15,7 +18,6 @@ trying again (a timeout, a 5xx).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,23 +25,16 @@ from platforms.errors import FetchRefused, PlatformError
 
 from . import media
 from .errors import ContentProblem
+from .imaging import Picture, prepare
+from .media import MAX_BYTES
 from .validate import BSKY_IMAGE_BYTES, short
 
 MIME = {"jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "webp": "image/webp"}
 
 
-@dataclass(frozen=True)
-class ImageData:
-    """An image's bytes, MIME type and size in pixels (``None`` when the header does not say)."""
-
-    data: bytes = field(repr=False)
-    mime: str
-    width: int | None
-    height: int | None
-
-
-def load(ctx: Any, image: dict[str, Any], *, n: int, limit: int = BSKY_IMAGE_BYTES) -> ImageData:
-    """Image ``n`` of a post (``{"url"}`` or ``{"upload"}``), at most ``limit`` bytes; ``ctx`` is the tick's context."""
+def source(ctx: Any, image: dict[str, Any], *, n: int, limit: int = MAX_BYTES) -> tuple[bytes, str]:
+    """The bytes of image ``n`` of a post (``{"url"}`` or ``{"upload"}``), at most ``limit``, and
+    the words that name it in a sentence ("image 1 (beach.jpg)"); ``ctx`` gives ``db`` and ``fetch``."""
     if isinstance(image.get("upload"), dict):
         upload = image["upload"]
         data = media.read(ctx.db, upload, n=n)
@@ -47,10 +42,17 @@ def load(ctx: Any, image: dict[str, Any], *, n: int, limit: int = BSKY_IMAGE_BYT
     else:
         source = str(image.get("url", ""))
         data = _fetch(ctx.fetch, source, n, limit)
-    kind, width, height = sniff(data)
-    if kind is None:
-        raise ContentProblem(f"image {n} ({short(source)}) is not a JPEG, PNG, GIF or WebP image", permanent=True)
-    return ImageData(data, MIME[kind], width, height)
+    what = f"image {n} ({short(source)})"
+    if sniff(data)[0] is None:
+        raise ContentProblem(f"{what} is not a JPEG, PNG, GIF or WebP image", permanent=True)
+    return data, what
+
+
+def load(ctx: Any, image: dict[str, Any], *, n: int, limit: int = BSKY_IMAGE_BYTES) -> Picture:
+    """Image ``n`` of a post as it is uploaded: upright, without metadata, at most ``limit`` bytes
+    (see ``publishers.imaging``); ``ctx`` is the tick's context."""
+    data, what = source(ctx, image, n=n)
+    return prepare(data, what=what, limit=limit)
 
 
 def _fetch(fetcher: Any, url: str, n: int, limit: int) -> bytes:

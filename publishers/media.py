@@ -1,7 +1,10 @@
 """Images uploaded with a post: the bytes travel, never a path.
 
 A Bluesky image given as a file is read on the person's own machine when the post is queued
-(``skyhub publish bsky --image ./box.png``) and stored in the ledger, in database ``media``,
+(``skyhub publish bsky --image ./box.png``, or sent to ``POST /v1/media``), at most
+``MAX_BYTES``; ``take`` turns it upright and drops its EXIF (GPS position included) and every
+other metadata block *before* it is stored (``publishers.imaging``), so the person's position
+never reaches the hub's database, its history or its backups; and stores it in database ``media``,
 as content-addressed chunks: document ``c-<sha256 of the chunk>`` holds ``data`` (base64, at
 most 512 KiB of bytes, so a chunk stays under the 1 MiB document limit). The post's image then
 says what to assemble and how to check it::
@@ -11,8 +14,11 @@ says what to assemble and how to check it::
 
 The chunk machine's guard checks, in the write's transaction, that a chunk's id is the hash of
 its bytes, so no one can place other bytes under an id; the publish tick reassembles the chunks
-and checks the whole hash and size before uploading. Writing a chunk is idempotent (the same
-bytes are the same document), and the hub never opens a file a document names.
+and checks the whole hash and size before uploading, and makes the image fit for Bluesky (its
+blob limit) from those bytes. Stripping happens again there: chunks written by a client of its
+own (``skyhub db put``) may carry anything, and the upload is the last door. Writing a chunk is
+idempotent (the same bytes are the same document), and the hub never opens a file a document
+names.
 """
 
 from __future__ import annotations
@@ -20,16 +26,20 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger import Conflict, Guard, GuardContext, Ledger, Machine, NotFound
 
 from .admission import creator_problem
 from .errors import ContentProblem
 
+if TYPE_CHECKING:
+    from .imaging import Picture
+
 DB = "media"
 KIND = "media-chunk"
 CHUNK_BYTES = 512 * 1024
+MAX_BYTES = 20_000_000  # an image the hub takes in (a phone's 48 MP JPEG is ~15 MB); Bluesky's copy is scaled to its limit
 
 
 def chunk_id(digest: str) -> str:
@@ -79,6 +89,28 @@ def store(db: Ledger, data: bytes, *, name: str, mime: str) -> dict[str, Any]:
             pass  # the same bytes are already there: a chunk's id is its hash
     return {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "type": mime, "chunks": chunks,
             "name": name[-200:]}
+
+
+def clean(data: bytes, *, name: str) -> Picture:
+    """An image a person uploads, upright and without its metadata, ready to store (its ``notes``
+    say what was done that they would want to know). ``ContentProblem`` (one sentence) for bytes
+    that are no image, too many pixels or too many bytes."""
+    from .imaging import prepare  # Pillow loads with the first image
+
+    what = f"image {name or '(uploaded)'}"
+    if len(data) > MAX_BYTES:
+        raise ContentProblem(f"{what} is {len(data):,} bytes; the most the hub takes is {MAX_BYTES:,}", permanent=True)
+    picture = prepare(data, what=what)
+    if len(picture.data) > MAX_BYTES:
+        raise ContentProblem(f"{what} is over {MAX_BYTES:,} bytes once its metadata is removed: give a smaller image",
+                             permanent=True)
+    return picture
+
+
+def take(db: Ledger, data: bytes, *, name: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``clean`` then ``store``: (the ``upload`` descriptor, the notes); nothing is written for bytes ``clean`` refuses."""
+    picture = clean(data, name=name)
+    return store(db, picture.data, name=name, mime=picture.mime), picture.notes
 
 
 def read(db: Ledger, upload: dict[str, Any], *, n: int) -> bytes:

@@ -1,7 +1,9 @@
 """The publishing pages of the console (``PUBLISHERS.pages``): the form that queues a post, the
-queue by status and platform, Retry, Cancel, and the choice of media for a post that needs a
-person. Every write goes through the same path as the CLI and the API (``publishers.queue``),
-as the signed-in person, so the machine decides what the page may do."""
+queue by status and platform (each row with its first image's thumbnail and its warnings),
+Retry, Cancel, the choice of media for a post that needs a person, and the thumbnails of posts'
+images (``/console/publish/thumbnail``, see ``publish_thumbnail``). Every write goes through the
+same path as the CLI and the API (``publishers.queue``), as the signed-in person, so the machine
+decides what the page may do."""
 
 from __future__ import annotations
 
@@ -9,16 +11,17 @@ from typing import Any
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from ledger import Conflict, Forbidden, Ledger, LedgerError, Machine, Pages
+from ledger import Conflict, Forbidden, Ledger, LedgerError, Machine, NotFound, Pages
 
 from .errors import PostInvalid
 from .listing import next_step, page
 from .machine import DB, KIND
 from .queue import cancel, resolve, retry, submit
-from .validate import PLATFORMS
+from .thumbnails import SIZES, Thumbnails, fallback
+from .validate import PLATFORMS, warnings
 from .webform import PublishForm, field_for
 
 PAGE_SIZE = 50
@@ -27,6 +30,19 @@ MOVES = {"pending": "retry", "cancelled": "cancel"}  # the person edges of the m
 
 def _q(text: str) -> str:
     return quote(text, safe="/")
+
+
+def thumbnail_url(doc_id: str, n: int = 1, px: int = SIZES[0], fit: str = "cover") -> str:
+    """The console's address of the thumbnail of image ``n`` of post ``doc_id`` (see ``publish_thumbnail``)."""
+    return f"/console/publish/thumbnail?id={quote(doc_id, safe='')}&n={n}&px={px}" + ("" if fit == "cover" else f"&fit={fit}")
+
+
+def _first_image(doc: dict[str, Any]) -> dict[str, str] | None:
+    """The queue row's thumbnail: its address and the image's alt text (None for a post without images)."""
+    found = doc.get("images")
+    if not isinstance(found, list) or not found or not isinstance(found[0], dict):
+        return None
+    return {"src": thumbnail_url(str(doc["_id"])), "alt": str(found[0].get("alt") or "")}
 
 
 def doc_actions(db: str, doc: dict[str, Any], actor: str, machine: Machine) -> list[tuple[str, str, str]] | None:
@@ -75,7 +91,7 @@ def publish_pages(pages: Pages) -> list[Route]:
                         verb = MOVES.get(edge.dst)
                         if verb:
                             actions.append((verb, verb.capitalize()))
-            rows.append({**d, "nextStep": next_step(d), "actions": actions})
+            rows.append({**d, "nextStep": next_step(d), "actions": actions, "thumb": _first_image(d), "warnings": warnings(d)})
         query = "&".join(f"{k}={_q(v)}" for k, v in (("status", status), ("platform", platform)) if v)
         next_url = f"/console/publish?{query}{'&' if query else ''}after={_q(nxt)}" if nxt else None
         section = pages.settings.section("publish")
@@ -121,7 +137,8 @@ def publish_pages(pages: Pages) -> list[Route]:
             return await view(request, session, form, errors, 403)
         done = (f"{doc['_id']} queued ({doc['status']})" if queued
                 else f"{doc['_id']} was already queued with the same content; nothing new was written")
-        return pages.done("/console/publish", done)  # type: ignore[no-any-return]
+        said = warnings(doc)
+        return pages.done("/console/publish", "; ".join([done, *(f"warning: {w}" for w in said)]))  # type: ignore[no-any-return]
 
     def move(verb: str) -> Any:
         move_fn = retry if verb == "retry" else cancel
@@ -150,7 +167,57 @@ def publish_pages(pages: Pages) -> list[Route]:
             return pages.error(request, session, exc.status, exc.reason)  # type: ignore[no-any-return]
         return pages.done("/console/publish", f"{doc_id}: recorded as media {media_id}")  # type: ignore[no-any-return]
 
+    thumbs = Thumbnails(int(pages.settings.section("publish").thumbnail_cache_bytes))
+
+    @pages.page
+    async def publish_thumbnail(request: Request) -> Response:
+        """``GET /console/publish/thumbnail?id=POST_ID&n=1&px=96&fit=cover``: a small image of a post's image.
+
+        - ``id``: the post's document id (``PLATFORM:ACCOUNT:SLUG``), percent-encoded;
+        - ``n``: which image, from 1 (default 1);
+        - ``px``: the thumbnail's side in pixels, one of 96, 192, 384 (default 96: a 48 px
+          image on a screen of density 2);
+        - ``fit``: ``cover`` (default: exactly ``px`` x ``px``, the image's centre) or
+          ``contain`` (the whole image within ``px`` x ``px``, its aspect ratio kept).
+
+        Answers a JPEG (a PNG when the image is transparent), upright and without metadata,
+        ``Cache-Control: private, max-age=300``. The hub makes it: a URL image through the guarded
+        fetcher (so a private address is refused, whatever the post says), an uploaded one from
+        its chunks; kept in memory (``publishers.thumbnails``). When the image cannot be
+        fetched or read, a grey "no preview" SVG with status 502 and the reason, one sentence,
+        in the ``X-Thumbnail-Problem`` header (404 for no such post or image; 400 for a bad
+        parameter, in words). Like every console page it needs a signed-in person."""
+        session = await pages.session(request)
+        query = request.query_params
+        doc_id, n_text, px_text, fit = query.get("id", ""), query.get("n", "1"), query.get("px", str(SIZES[0])), query.get("fit", "cover")
+        if not (n_text.isdigit() and 0 < int(n_text) <= 50) or px_text not in {str(s) for s in SIZES} or fit not in ("cover", "contain"):
+            return PlainTextResponse(f"a thumbnail is ?id=POST&n=1 to 50&px={'|'.join(map(str, SIZES))}&fit=cover|contain",
+                                     status_code=400)
+        n, px = int(n_text), int(px_text)
+
+        def make() -> Any:
+            try:
+                doc = pages.store.get(DB, doc_id)
+            except NotFound:
+                return None
+            if doc.get("kind") != KIND:
+                return None
+            return thumbs.of(pages.context("publish", session.actor), doc, n, px, crop=fit == "cover")
+
+        thumb = await pages.run(make)
+        if thumb is None:
+            thumb = fallback(px, f"there is no post {doc_id!r} with an image {n}", 0)
+            status = 404
+        else:
+            status = 200 if thumb.ok else 502
+        headers = {"Cache-Control": "private, max-age=300" if thumb.ok else "private, max-age=60",
+                   "X-Content-Type-Options": "nosniff"}
+        if not thumb.ok:
+            headers["X-Thumbnail-Problem"] = "".join(c if " " <= c <= "~" else "?" for c in thumb.reason)[:500]
+        return Response(thumb.data, status_code=status, media_type=thumb.mime, headers=headers)
+
     return [
+        Route("/console/publish/thumbnail", publish_thumbnail, methods=["GET"]),
         Route("/console/publish", publish_page, methods=["GET"]),
         Route("/console/publish", publish_submit, methods=["POST"]),
         Route("/console/publish/retry", move("retry"), methods=["POST"]),
@@ -159,4 +226,4 @@ def publish_pages(pages: Pages) -> list[Route]:
     ]
 
 
-__all__ = ["doc_actions", "publish_pages"]
+__all__ = ["doc_actions", "publish_pages", "thumbnail_url"]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ledger import ADMIN, Context, Policy, Product, Tick, TickEvent, tick, user
 
 from .machine import DB, PUBLISH
-from .media import CHUNKS
+from .media import CHUNKS, MAX_BYTES
 from .media import DB as MEDIA
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ PUBLISHERS = Product(
     tick_help={"publish": "walks each queued post one step (containers, carousel, publish; a Bluesky record) to done with its permalink, never twice"},
     cli={"publish": "publishers.cli:publish_group"},
     api="publishers.api:publish_router",
+    uploads={"/v1/media": MAX_BYTES},  # an image's bytes as the body (a phone's photo, before it is scaled for Bluesky)
     pages="publishers.pages:publish_pages",
     nav=(("/console/publish", "Publishing"),),
     templates="publishers",

@@ -32,3 +32,5 @@ class PublishSettings(Section):
     """tries of a read (status, limit, permalink) that timed out or answered 5xx; calls that create or publish are never repeated"""
     retry_wait: Interval = 0.5
     """first wait between those tries; it doubles"""
+    thumbnail_cache_bytes: int = 16 * 1024 * 1024
+    """memory for the console's thumbnails of posts' images, per hub process (the least recently shown go first; 0 keeps none)"""

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from platforms.richtext import graphemes  # Bluesky's count: one implementation, in the adapter
 
 from .admission import Admission
-from .media import CHUNK_BYTES
+from .media import CHUNK_BYTES, MAX_BYTES
 
 PLATFORMS = {"ig": "Instagram", "threads": "Threads", "bsky": "Bluesky"}
 CREDENTIAL_PLATFORM = {"ig": "instagram", "threads": "threads", "bsky": "bluesky"}
@@ -82,8 +82,8 @@ def _upload_problem(n: int, upload: Any) -> str | None:
     size, chunks = upload.get("size"), upload.get("chunks")
     if not isinstance(upload.get("sha256"), str) or not _HEX.match(upload["sha256"]):
         return f"image {n}'s upload needs the sha256 of its bytes (64 hex digits)"
-    if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= BSKY_IMAGE_BYTES:
-        return f"image {n} is {size!r} bytes; a Bluesky image is 1 to {BSKY_IMAGE_BYTES:,} bytes"
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= MAX_BYTES:
+        return f"image {n} is {size!r} bytes; an uploaded image is 1 to {MAX_BYTES:,} bytes (Bluesky's copy is scaled to fit)"
     if not isinstance(chunks, list) or not all(isinstance(c, str) and _HEX.match(c) for c in chunks) \
             or len(chunks) != -(-size // CHUNK_BYTES):
         return f"image {n}'s upload must list the sha256 of each {CHUNK_BYTES // 1024} KiB part of its bytes"
@@ -197,7 +197,7 @@ def problems(request: dict[str, Any], *, now_ms: int | None = None, admission: A
             out.append(f"a Bluesky post has at most {BSKY_IMAGES} images, got {len(images)}")
         for n, image in enumerate(images, start=1):
             if not (image.get("alt") or "").strip():
-                out.append(f"image {n} needs alt text on Bluesky (--alt)")
+                out.append(f"image {n} needs alt text on Bluesky")
         if not text and not images:
             out.append("a Bluesky post needs text or an image")
     reply = request.get("replyTo")
@@ -214,6 +214,24 @@ def problems(request: dict[str, Any], *, now_ms: int | None = None, admission: A
         elif now_ms is not None and when <= now_ms:
             out.append(f"at ({at}) is in the past: give a future time, or leave it out to publish now")
     return out
+
+
+def warnings(request: dict[str, Any]) -> list[str]:
+    """What a post may be queued with but should not be, as sentences (the CLI prints each as
+    one ``skyhub:`` line, the API answers ``warnings``, the console shows them): today, images
+    without alt text on Instagram and Threads, which take them (Bluesky refuses them: a problem)."""
+    platform = request.get("platform")
+    if platform not in ("ig", "threads"):
+        return []
+    images = request.get("images")
+    bare = [n for n, i in enumerate(images if isinstance(images, list) else [], start=1)
+            if isinstance(i, dict) and not str(i.get("alt") or "").strip()]
+    if not bare:
+        return []
+    one = len(bare) == 1
+    which = f"image {bare[0]} has" if one else f"images {', '.join(map(str, bare[:-1]))} and {bare[-1]} have"
+    return [f"{which} no alt text: {PLATFORMS[str(platform)]} publishes {'it' if one else 'them'} without, but people who "
+            f"use a screen reader will not know what {'it shows' if one else 'they show'}; add alt text"]
 
 
 def new_problems(request: dict[str, Any], admission: Admission) -> list[str]:

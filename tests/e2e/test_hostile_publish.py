@@ -94,7 +94,7 @@ def test_no_post_reaches_the_hubs_files_or_network(bsky_network, tmp_path):
             assert str(c) not in reason.replace(urls[-1], "") and "127.0.0.1" not in reason.replace(str(canary_file), ""), reason
         for doc_id, url in zip(ids, urls):
             if url.endswith(("huge.png",)):
-                assert "over 1,000,000 bytes" in reasons[doc_id]
+                assert "over 10,485,760 bytes" in reasons[doc_id]  # the fetcher's cap (fetch.max_bytes)
             elif url.endswith("page.png"):
                 assert "is not a JPEG, PNG, GIF or WebP image" in reasons[doc_id]
             else:

@@ -15,7 +15,7 @@ from hub.config import core
 from hub.settings import load_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HEAVY = ("atproto", "fastapi", "uvicorn", "apscheduler", "pydantic", "httpx", "cryptography")  # atproto: any atproto_* too
+HEAVY = ("atproto", "fastapi", "uvicorn", "apscheduler", "pydantic", "httpx", "cryptography", "PIL")  # atproto: any atproto_* too
 
 PROBE = """
 import json, sys
@@ -43,6 +43,12 @@ def test_reading_the_ledger_loads_no_bot_api_scheduler_or_pydantic(tmp_path):
         assert not set(loaded_by(tmp_path, *args)["loaded"]) & {"atproto", "fastapi", "uvicorn", "apscheduler"}
 
 
+def test_help_and_listing_posts_load_no_imaging(tmp_path):
+    assert "PIL" not in loaded_by(tmp_path, "--help")["loaded"]
+    assert "PIL" not in loaded_by(tmp_path, "publish", "ls")["loaded"]
+    assert "PIL" not in loaded_by(tmp_path, "publish", "bsky", "--slug", "s", "--account", "a.test", "--caption", "Hi")["loaded"]
+
+
 def test_writing_loads_the_rules_but_not_the_bot_the_api_or_the_scheduler(tmp_path):
     got = loaded_by(tmp_path, "db", "put", "--db", "notes", '{"v": 1}')
     assert got["code"] == 0 and not set(got["loaded"]) & {"atproto", "fastapi", "uvicorn", "apscheduler"}
@@ -53,11 +59,12 @@ def test_a_hub_without_the_bot_has_not_imported_atproto(tmp_path):
         "import sys; from hub.settings import load_settings; from hub.app import build_app; "
         "from hub.api import create_api; import hub.server; "
         "app = build_app(load_settings()); create_api(app); app.stop(); "
-        "print(any(m.startswith('atproto') for m in sys.modules), [t.name for t in app.ticks])"
+        "print(any(m.startswith('atproto') for m in sys.modules), [t.name for t in app.ticks], 'PIL' in sys.modules)"
     )
     env = {**os.environ, "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db", "PYTHONPATH": ROOT}
     without = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
     assert without.stdout.startswith("False"), without.stderr
+    assert without.stdout.strip().endswith("False"), "a hub loads Pillow only when it processes an image"
     with_bot = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60,
                               env={**env, "SKYHUB_BOT__HANDLE": "skybot.test"})
     assert with_bot.stdout.startswith("True") and "ingest" in with_bot.stdout, with_bot.stderr

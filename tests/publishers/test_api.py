@@ -43,7 +43,7 @@ def images(n):
 def test_queue_list_and_queue_again(hub):
     body = {"platform": "ig", "slug": "launch", "caption": "It's here", "images": images(3)}
     first = hub.post("/v1/publish", json=body)
-    assert first.status_code == 200 and first.json() == {"id": f"ig:{IG}:launch", "queued": True, "status": "pending"}
+    assert first.status_code == 200 and first.json() == {"id": f"ig:{IG}:launch", "queued": True, "status": "pending", "warnings": []}
     assert hub.post("/v1/publish", json=body).json()["queued"] is False
     changed = hub.post("/v1/publish", json={**body, "caption": "Other"})
     assert changed.status_code == 409 and changed.json()["error"] == "conflict"
@@ -109,7 +109,7 @@ def test_unknown_fields_and_platforms_are_422(hub):
 def test_the_cli_over_a_hub_queues_through_publish_queue(hub):
     remote = RemoteStore(str(hub.base_url), TokenAuth(hub.headers["Authorization"].removeprefix("Bearer ")))
     out = publish_queue(remote, {"platform": "bsky", "account": "shop.test", "slug": "over", "caption": "Over the hub"})
-    assert out == {"id": "bsky:shop.test:over", "queued": True, "status": "pending"}
+    assert out == {"id": "bsky:shop.test:over", "queued": True, "status": "pending", "warnings": []}
     from publishers.errors import PostInvalid
 
     with pytest.raises(PostInvalid) as refused:  # the same class as locally: exit 2

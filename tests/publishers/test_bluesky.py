@@ -3,6 +3,7 @@ aspect ratio, facets, replies, one record whatever crashes, and every image prob
 
 from __future__ import annotations
 
+import io
 import struct
 import zlib
 
@@ -25,9 +26,19 @@ def png(width: int, height: int) -> bytes:
 
 
 def jpeg(width: int, height: int) -> bytes:
-    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
-    sof = b"\xff\xc0" + struct.pack(">HBHHB", 11, 8, height, width, 1) + b"\x01\x11\x00"
-    return b"\xff\xd8" + app0 + sof + b"\xff\xd9"
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 120, 40)).save(out, "JPEG")
+    return out.getvalue()
+
+
+def pixels(data: bytes) -> tuple[tuple[int, int], bytes]:
+    """An image's size and RGBA pixels: what a person sees, whatever the encoding."""
+    from PIL import Image
+
+    im = Image.open(io.BytesIO(data))
+    return im.size, im.convert("RGBA").tobytes()
 
 
 @pytest.fixture
@@ -96,8 +107,8 @@ def test_a_reply_keeps_the_threads_root(bsky):
 
 @pytest.mark.parametrize("answer,status,words", [
     (httpx.Response(404), "error", "could not be fetched: cdn.example.org answered HTTP 404"),
-    (lambda: httpx.Response(200, content=iter([b"x" * 600_000, b"x" * 400_001])), "error", "is over 1,000,000 bytes"),
-    (httpx.Response(200, content=b"x" * 10, headers={"content-length": "2000000"}), "error", "is 2,000,000 bytes"),
+    (lambda: httpx.Response(200, content=iter([b"x" * 6_000_000, b"x" * 4_485_761])), "error", "is over 10,485,760 bytes"),
+    (httpx.Response(200, content=b"x" * 10, headers={"content-length": "20000000"}), "error", "is 20,000,000 bytes"),
     (httpx.Response(200, content=b"<html>not an image</html>"), "error", "is not a JPEG, PNG, GIF or WebP image"),
     (httpx.Response(503), "pending", "answered HTTP 503"),
     (httpx.ReadTimeout("slow"), "pending", "did not answer in time (ReadTimeout); this is usually temporary: it is tried again later"),
