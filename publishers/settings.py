@@ -32,3 +32,12 @@ class PublishSettings(Section):
     """tries of a read (status, limit, permalink) that timed out or answered 5xx; calls that create or publish are never repeated"""
     retry_wait: Interval = 0.5
     """first wait between those tries; it doubles"""
+
+    def credentials(self) -> list[tuple[tuple[str, ...], str]]:
+        """The vault credentials these settings name, for the vault's list of missing ones (``vault.wanted``):
+        each as the vault ids any one of which will do (an Instagram account: Instagram or Facebook Login)."""
+        from .tick import candidates
+        from .validate import CREDENTIAL_PLATFORM
+
+        return [(tuple(candidates(platform, account)), f"publish.accounts.{platform}")
+                for platform, account in sorted(self.accounts.items()) if platform in CREDENTIAL_PLATFORM and account]
