@@ -17,6 +17,7 @@ from typing import Any
 from ledger import Conflict, Context, Forbidden, Ledger, LedgerError, TickEvent
 from platforms import AuthFailure, FetchRefused, PlatformError, RateLimited
 from platforms.bluesky import Bluesky, new_rkey
+from vault import held_for
 
 from .machine import DB
 from .session import bluesky, credential
@@ -173,7 +174,7 @@ class Replier:
             return "rate-limited"
         except AuthFailure as exc:  # the vault's session was refused: hold (not an attempt) until it has a fresh one
             since = (doc.get("held") or {}).get("since") or self.now()
-            self._update(doc, held={"credential": self.credential, "reason": exc.reason, "since": since, "version": self.session_version})
+            self._update(doc, held={**held_for(self.credential, exc.reason, since), "version": self.session_version})
             return "held"
         except PlatformError as exc:
             tries = int(doc.get("replyTries") or 0) + 1

@@ -26,3 +26,7 @@ class BotSettings(Section):
     """how long a build is held before the sweep takes it back"""
     build_timeout: Interval = 600.0
     """the codegen command's time limit (shorter than the lease)"""
+
+    def credentials(self) -> list[tuple[tuple[str, ...], str]]:
+        """The vault credentials these settings name, for the vault's list of missing ones (``vault.wanted``)."""
+        return [((f"bluesky:{self.handle}",), "bot.handle")] if self.handle else []

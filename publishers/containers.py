@@ -36,6 +36,7 @@ from typing import Any
 
 from platforms.errors import AuthFailure, NotReady, PlatformError, QuotaExceeded, RateLimited, Rejected
 from platforms.meta import ContainerStatus, Instagram, Media, PublishingLimit, Threads
+from vault import held_for
 
 from .accounts import Account
 from .machine import DB, KIND, MAX_RECREATES
@@ -257,7 +258,7 @@ class Containers:
             self.account.block(exc.reset_at or step.now() + self.run.ms(self.run.settings.rate_limit_wait), exc.reason)
         if isinstance(exc, AuthFailure):
             step.report_dead(exc.reason)
-            fields["held"] = {"credential": self.credential, "reason": exc.reason, "since": step.now()}
+            fields["held"] = held_for(self.credential, exc.reason, step.now())
         step.settle(step.doc["status"], intent=intent, **fields,
                     lastError=f"{exc.reason} (the publish call may still have gone through: it is read back on the next run)")
         return "unknown"

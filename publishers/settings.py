@@ -34,3 +34,12 @@ class PublishSettings(Section):
     """first wait between those tries; it doubles"""
     thumbnail_cache_bytes: int = 16 * 1024 * 1024
     """memory for the console's thumbnails of posts' images, per hub process (the least recently shown go first; 0 keeps none)"""
+
+    def credentials(self) -> list[tuple[tuple[str, ...], str]]:
+        """The vault credentials these settings name, for the vault's list of missing ones (``vault.wanted``):
+        each as the vault ids any one of which will do (an Instagram account: Instagram or Facebook Login)."""
+        from .tick import candidates
+        from .validate import CREDENTIAL_PLATFORM
+
+        return [(tuple(candidates(platform, account)), f"publish.accounts.{platform}")
+                for platform, account in sorted(self.accounts.items()) if platform in CREDENTIAL_PLATFORM and account]

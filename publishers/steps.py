@@ -30,6 +30,7 @@ from typing import Any
 
 from ledger import Conflict, Context, Forbidden, NotFound
 from platforms.errors import AuthFailure, NotReady, PlatformError, QuotaExceeded, RateLimited, Rejected, Transient
+from vault import held_for
 
 from .accounts import Account
 from .errors import ContentProblem
@@ -145,7 +146,7 @@ class Step:
         """Held until a person pastes a fresh credential (not an attempt)."""
         held_now = self.doc.get("held")
         before: dict[str, Any] = held_now if isinstance(held_now, dict) else {}
-        held = {"credential": self.credential, "reason": reason, "since": before.get("since") or self.now()}  # held since the first time
+        held = held_for(self.credential, reason, before.get("since") or self.now())  # held since the first time
         self.write(lastError=reason, held=held, **fields)
         return "held"
 

@@ -48,6 +48,7 @@ class Credential:
     id: str
     secret: dict[str, Any] | None = field(default=None, repr=False)  # never in a repr, a log or an error
     held: str | None = None
+    problem: str | None = None  # ``held`` without the command that fixes it (pages link the fix instead)
 
 
 def publish(event: TickEvent, ctx: Context) -> dict[str, int]:
@@ -227,7 +228,7 @@ def credential(run: Run, platform: str, account: str) -> Credential:
         except NotFound:
             continue
         except NeedsReauth as exc:
-            return Credential(cred_id, held=exc.reason)
+            return Credential(cred_id, held=exc.reason, problem=exc.problem)
         try:
             secret = vault.reveal(cred_id)
         except VaultError as exc:
@@ -236,7 +237,8 @@ def credential(run: Run, platform: str, account: str) -> Credential:
             return Credential(cred_id, held=f"{cred_id} has no session yet: the vault tick makes one once the app password is verified")
         return Credential(cred_id, secret=secret)
     paste = " or ".join(f"`skyhub vault put {c.replace(':', ' ', 1)}`" for c in ids)
-    return Credential(ids[0], held=f"no credential for this account in the vault: paste one with {paste}")
+    missing = "no credential for this account in the vault"
+    return Credential(ids[0], held=f"{missing}: paste one with {paste}", problem=missing)
 
 
 def release(run: Run, doc: dict[str, Any]) -> None:
@@ -254,6 +256,6 @@ def hold(run: Run, doc: dict[str, Any], cred: Credential) -> None:
     from vault import hold as vault_hold
 
     try:
-        vault_hold(run.ctx.db, DB, doc, cred.id, cred.held or "")
+        vault_hold(run.ctx.db, DB, doc, cred.id, cred.held or "", problem=cred.problem)
     except (Conflict, Forbidden):
         pass  # moved meanwhile: the next run sees it

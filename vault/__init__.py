@@ -11,7 +11,7 @@ from typing import Any
 
 from .credentials import CREDENTIALS, DB, PLATFORMS, Vault, credential_id, public
 from .errors import NeedsReauth, NoMasterKey, NotRevealable, VaultError, WrongMasterKey
-from .hold import hold, release
+from .hold import fix_for, held_for, hold, paste_url, release
 from .keys import KeyLoader, MasterKey, init_key, load_master_key, new_key_text, parse_key
 
 _LAZY = {
@@ -22,8 +22,8 @@ _LAZY = {
 __all__ = [
     "CREDENTIALS", "DB", "PLATFORMS", "Checks", "KeyLoader", "Maintainer", "MasterKey",
     "NeedsReauth", "NoMasterKey", "NotRevealable", "Policy", "Prober", "Vault", "VaultError",
-    "WrongMasterKey", "credential_id", "default_lanes", "hold", "init_key", "load_master_key", "new_key_text",
-    "parse_key", "public", "release",
+    "WrongMasterKey", "credential_id", "default_lanes", "fix_for", "held_for", "hold", "init_key", "load_master_key",
+    "new_key_text", "parse_key", "paste_url", "public", "release",
 ]
 
 

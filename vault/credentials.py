@@ -174,7 +174,8 @@ class Vault:
         """The credential's metadata if work may use it now; NeedsReauth otherwise."""
         doc = self._doc(cred_id)
         if doc.get("needsReauth") or doc.get("status") == "needs-reauth":
-            raise NeedsReauth(f"{cred_id} needs a fresh secret: {doc.get('lastError') or 'it was refused'}; paste one with `skyhub vault put`")
+            problem = f"{cred_id} needs a fresh secret: {doc.get('lastError') or 'it was refused'}"
+            raise NeedsReauth(f"{problem}; paste one with `skyhub vault put`", problem)
         if doc.get("status") == "unverified":
             raise NeedsReauth(f"{cred_id} is waiting for its first check (the next vault tick)")
         return public(doc)

@@ -48,3 +48,7 @@ class NeedsReauth(VaultError):
 
     code = "needs_reauth"
     status = 409
+
+    def __init__(self, reason: str, problem: str | None = None) -> None:
+        super().__init__(reason)
+        self.problem = problem or reason  # the reason without the command that fixes it, for pages

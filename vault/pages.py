@@ -1,6 +1,11 @@
 """The credentials page of the console (``VAULT.pages``): every credential's metadata, NEEDS
-RE-AUTH first, and a write-only paste form. The secret goes to ``Vault.put`` as the signed-in
-person and never comes back: not to the page, a log or a response."""
+RE-AUTH first, the credentials something wants and the vault lacks listed as missing
+(``vault.wanted``), and a write-only paste form. The secret goes to ``Vault.put`` as the
+signed-in person and never comes back: not to the page, a log or a response.
+
+``/console/credentials?platform=bluesky&account=shop.bsky.social`` opens the paste form filled in
+with that platform and account, the secret field focused: where every page links the fix of a
+hold (``vault.hold.paste_url``, ``templates/_fix.html``)."""
 
 from __future__ import annotations
 
@@ -12,26 +17,39 @@ from starlette.routing import Route
 
 from ledger import Ledger, LedgerError, Pages
 
-from .credentials import PLATFORMS, Vault
+from .credentials import PLATFORMS, Vault, credential_id
 from .errors import VaultError
 from .keys import KeyLoader
+from .wanted import missing
 
 
 def credential_pages(pages: Pages) -> list[Route]:
     """The credentials page's routes."""
     key = KeyLoader(pages.settings.section("vault").key_file)
 
-    async def view(request: Request, session: Any, form: dict[str, Any], errors: dict[str, list[str]], status_code: int = 200) -> Response:
-        creds = await pages.run(lambda: Vault(Ledger(pages.store, session.actor), key).list())
+    async def view(request: Request, session: Any, form: dict[str, Any], errors: dict[str, list[str]], status_code: int = 200,
+                   focus: bool = False) -> Response:
+        def read() -> tuple[list[dict[str, Any]], list[Any]]:
+            creds = Vault(Ledger(pages.store, session.actor), key).list()
+            return creds, missing(pages.store, pages.settings, pages.machine_for, [c["id"] for c in creds])
+
+        creds, absent = await pages.run(read)
         creds.sort(key=lambda c: (not (c.get("needsReauth") or c.get("status") == "needs-reauth"), c["id"]))
-        return pages.render("credentials.html", request, session, title="Credentials", creds=creds, form=form, errors=errors,  # type: ignore[no-any-return]
-                            cred_platforms=list(PLATFORMS), key_problem=key.available(), status_code=status_code)
+        return pages.render("credentials.html", request, session, title="Credentials", creds=creds, missing=absent,  # type: ignore[no-any-return]
+                            form=form, errors=errors, focus=focus, cred_platforms=list(PLATFORMS), key_problem=key.available(),
+                            status_code=status_code)
 
     @pages.page
     async def credentials_page(request: Request) -> Response:
-        """Credentials and the paste form."""
+        """Credentials and the paste form; ``?platform=...&account=...`` fills the form in and focuses its secret field."""
         session = await pages.session(request)
-        return await view(request, session, {"platform": "instagram", "account": "", "verify": False}, {})
+        platform, account = request.query_params.get("platform", ""), request.query_params.get("account", "")
+        try:
+            asked = bool(credential_id(platform, account))
+        except VaultError:  # not a platform, not an account: the empty form, as without them
+            asked = False
+        form = {"platform": platform if asked else "instagram", "account": account if asked else "", "verify": False}
+        return await view(request, session, form, {}, focus=asked)
 
     @pages.page
     async def credentials_paste(request: Request) -> Response:

@@ -10,6 +10,7 @@ from typing import Any
 from ledger import LedgerError, NotFound, Offered, Store
 
 from .credentials import DB, Vault, public
+from .hold import paste_url
 from .keys import KeyLoader
 from .probe import DB as PROBES
 
@@ -52,7 +53,8 @@ def offered(settings: Any) -> Offered:
                 out.append({"what": "needs-reauth", "title": f"{meta['id']} NEEDS RE-AUTH",
                             "reason": str(meta.get("lastError") or "the platform refused it"), "db": DB, "id": meta["id"],
                             "status": str(meta.get("status")), "since": meta.get("refreshedAt"), "rank": REAUTH_RANK,
-                            "action": "/console/credentials#paste", "actionLabel": "Paste a new secret"})
+                            "action": paste_url(str(meta["platform"]), str(meta["account"])), "actionLabel": "Paste a new secret",
+                            "fix": {"platform": meta["platform"], "account": meta["account"]}})
         return out
 
     return Offered(secrets=lambda db: Vault(db, key), health=health, notice=notice, attention=attention)

@@ -167,14 +167,27 @@ def _machine_items(store: Store, machines: Iterable[Machine], databases: dict[st
                 for doc in _docs(store, m, status, PER_STATE):
                     held = doc.get("held")
                     if isinstance(held, dict):
-                        out.append(Item("held", f"{doc['_id']} is held", f"{held.get('credential', '')}: {held.get('reason', '')}",
-                                        db=m.db, id=doc["_id"], status=status, since=held.get("since"), extra={"machine": m.name}))
+                        out.append(_held(m, doc, status, held))
                     lease = doc.get("leaseUntil")
                     if doc.get("claimId") and isinstance(lease, int) and lease < now:
                         out.append(Item("lease-expired", f"{doc['_id']}'s lease expired", f"{status} since the lease ran out "
                                         f"{(now - lease) // 1000} s ago; the sweep takes it back", db=m.db, id=doc["_id"],
                                         status=status, since=lease, extra={"machine": m.name}))
     return out
+
+
+def _held(m: Machine, doc: dict[str, Any], status: str, held: dict[str, Any]) -> Item:
+    """Held work: the reason as the CLI says it; ``problem`` (the reason without a command) and ``fix``
+    (the platform and account to paste a secret for) for pages, which link the fix instead."""
+    credential = str(held.get("credential", ""))
+    extra: dict[str, Any] = {"machine": m.name}
+    if isinstance(held.get("problem"), str):
+        extra["problem"] = f"{credential}: {held['problem']}"
+    fix = held.get("fix")
+    if isinstance(fix, dict) and isinstance(fix.get("platform"), str) and isinstance(fix.get("account"), str):
+        extra["fix"] = {"platform": fix["platform"], "account": fix["account"]}
+    return Item("held", f"{doc['_id']} is held", f"{credential}: {held.get('reason', '')}", db=m.db, id=doc["_id"], status=status,
+                since=held.get("since") if isinstance(held.get("since"), int) else None, extra=extra)
 
 
 def _docs(store: Store, m: Machine, status: str, limit: int) -> list[dict[str, Any]]:

@@ -183,8 +183,9 @@ async def doc_page(console: Console, request: Request) -> Response:
         revisions.append({"rev": c.rev, "actor": c.actor, "at": c.at, "deleted": c.deleted, "changed": changed})
         before = body
     revisions.reverse()
+    held = doc.get("held") if isinstance(doc.get("held"), dict) and "held" not in hidden else None
     return console.render("doc.html", request, session, title=f"{db} / {doc_id}", db=db, doc_id=doc_id, rev=doc.get("_rev"),
-                          fields=fields, hidden=[k for k in hidden if k in doc], revisions=revisions,
+                          fields=fields, hidden=[k for k in hidden if k in doc], revisions=revisions, held=held,
                           actions=_actions(console, db, doc, session))
 
 

@@ -555,6 +555,7 @@ def test_a_refused_session_holds_the_reply_until_the_vault_has_a_new_one(env):
     assert reply(event, ctx) == {"held": 1}
     d = env.store.get("requests", job)
     assert d["status"] == "built" and d["held"]["credential"] == "bluesky:skybot.test" and "ExpiredToken" in d["held"]["reason"]
+    assert d["held"]["fix"] == {"platform": "bluesky", "account": "skybot.test"}  # the console links the paste form
     calls, writes = create.call_count, len(env.store.history("requests", job))
     assert reply(event, ctx) == {"held": 1}  # the same session: no post is tried again, nothing written
     assert create.call_count == calls and len(env.store.history("requests", job)) == writes

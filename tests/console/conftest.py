@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from skyhub_testkit.hub import Hub
 from vault import new_key_text
+
+from .chromium import ARTIFACTS, CHROMIUM, FLAGS
 
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
@@ -59,3 +63,16 @@ def console(hub: Hub) -> Iterator[Console]:
     c = Console(hub.url)
     yield c
     c.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's headless chromium, one per test module."""
+    from playwright.sync_api import sync_playwright
+
+    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), "Debian's chromium is missing: ./dev test installs it"
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()

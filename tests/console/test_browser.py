@@ -9,7 +9,6 @@ checked with axe-core (vendored) for serious and critical violations, and screen
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,26 +24,10 @@ from skyhub_testkit.fakemeta import TOKEN_EXPIRED_190, FakeMeta
 from skyhub_testkit.hub import Hub
 from vault import Vault, parse_key
 
+from .chromium import ARTIFACTS, AXE, AXE_JS
+
 pytestmark = pytest.mark.browser
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run"]
-ARTIFACTS = Path(__file__).parent / "artifacts"
-AXE = "/console/static/axe-for-tests.js"  # the hub never serves it: the browser is handed the test's copy at this URL
-AXE_JS = (Path(__file__).resolve().parent / "vendor" / "axe-core-4.10.3" / "axe.min.js").read_bytes()
 IG = "17841400000000000"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), "Debian's chromium is missing: ./dev test installs it"
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
 
 
 class Meta(FakeMeta):
@@ -268,12 +251,11 @@ def test_needs_reauth_shows_first_and_a_paste_clears_it_without_the_secret_comin
         tab.check("overview-reauth")
         first.locator("a.action").focus()
         p.keyboard.press("Enter")
-        p.wait_for_url("**/console/credentials#paste")
+        p.wait_for_url(f"**/console/credentials?platform=instagram&account={IG}")
         assert "NEEDS RE-AUTH" in p.locator(f"#cred-instagram-{IG}").inner_text()
-        p.select_option("#cred-platform", "instagram")
-        p.focus("#cred-account")
-        p.keyboard.type(IG)
-        p.focus("#secret")
+        # the form is filled in for that credential and its secret field has the focus: type, Enter
+        assert p.locator("#cred-platform").input_value() == "instagram" and p.locator("#cred-account").input_value() == IG
+        assert p.evaluate("() => document.activeElement.id") == "secret"
         p.keyboard.type(canary)
         p.keyboard.press("Enter")
         p.wait_for_url("**/console/credentials?done=*")

@@ -195,6 +195,7 @@ def test_190_holds_without_calls_until_a_fresh_paste_is_verified(ig):
     assert ig.tick() == {"held": 1}
     d = ig.doc(doc_id)
     assert d["held"]["credential"] == f"instagram:{IG}" and "code 190, subcode 463" in d["held"]["reason"]
+    assert d["held"]["fix"] == {"platform": "instagram", "account": IG}
     assert d["status"] == "pending" and d["attempts"] == 0
     cred = ig.store.get("vault", f"instagram:{IG}")
     assert cred["needsReauth"] is True and cred["status"] == "needs-reauth"
@@ -231,6 +232,9 @@ def test_a_missing_credential_holds_with_the_commands_to_paste_one(env):
     assert env.tick() == {"held": 1}
     held = env.doc(doc_id)["held"]
     assert "skyhub vault put instagram 17841400000000000" in held["reason"] and "skyhub vault put facebook" in held["reason"]
+    # for pages: the problem without the commands, and what to paste (the console links its paste form)
+    assert held["problem"] == "no credential for this account in the vault"
+    assert held["fix"] == {"platform": "instagram", "account": "17841400000000000"}
     assert sum(env.meta.calls.values()) == 0
 
 
