@@ -10,13 +10,13 @@ import pytest
 
 from publishers.remote import publish_queue
 from skyhub_testkit.servers import LocalServer
-from tests.console.test_browser import Page, _hub, browser  # noqa: F401 - browser: the module's Chromium fixture
+from tests.console.test_browser import Page, _hub  # the browser fixture: tests/console/conftest.py
 from tests.publishers.photos import photo
 
 pytestmark = pytest.mark.browser
 
 
-def test_the_queue_shows_thumbnails_made_by_the_hub(browser, tmp_path, key_text):  # noqa: F811
+def test_the_queue_shows_thumbnails_made_by_the_hub(browser, tmp_path, key_text):
     images = LocalServer("127.0.0.2", routes={"/beach.jpg": (200, {"Content-Type": "image/jpeg"}, photo(1200, 800)),
                                               "/gone.jpg": (404, {"Content-Type": "text/plain"}, b"gone")})
     hub = _hub(tmp_path, key_text, SKYHUB_FETCH__ALLOW_HTTP="true", SKYHUB_FETCH__ALLOW_NETWORKS='["127.0.0.2/32"]',
