@@ -174,6 +174,10 @@ class ChatModel:
             raise transport_error(exc, what, self.platform) from exc
         if not reply.tokens_in and not reply.tokens_out:  # a server that counts nothing: estimate
             reply.tokens_in, reply.tokens_out, reply.estimated = _estimate(prompt_chars), _estimate(len(reply.text)), True
+        elif reply.stop in ("time", "too-large") and reply.tokens_out < _estimate(len(reply.text)):
+            # cut short: the final count never came, and what arrived was paid for
+            reply.tokens_in = reply.tokens_in or _estimate(prompt_chars)
+            reply.tokens_out, reply.estimated = _estimate(len(reply.text)), True
         return reply
 
     def _read(self, response: httpx.Response, deadline: float, limit: int, *, partial: bool = False) -> Iterator[bytes]:
