@@ -6,8 +6,8 @@ sentence each, what makes it unfit: no ``<html>``; an element before the head (i
 before the Content-Security-Policy); any external reference (a script, stylesheet, image,
 media, iframe, object, ``<base>``, ``<link>``, a form target, a ``ping``, ``url()`` or
 ``@import`` in CSS, a ``fetch``/``XMLHttpRequest``/``WebSocket``/``EventSource``/
-``sendBeacon``/``import()``/worker in a script or a handler); a ``<meta>`` refresh or a CSP of
-its own; more than the size limit; the system prompt's canary (a prompt leak). Only ``data:``
+``sendBeacon``/``import()``/worker in a script or a handler); a ``<meta>`` refresh, a script
+that moves the page (``location = ...``, ``location.assign``) or a CSP of its own; more than the size limit; the system prompt's canary (a prompt leak). Only ``data:``
 URLs and ``#`` fragments may be loaded; links (``<a href>``) may lead anywhere, since a person
 has to follow them.
 
@@ -46,6 +46,7 @@ NETWORK_CALLS = (
     ("RTCPeerConnection", re.compile(r"\bRTCPeerConnection\b")),
     ("WebTransport", re.compile(r"\bWebTransport\b")),
 )
+NAVIGATIONS = re.compile(r"\blocation(?:\s*\.\s*href)?\s*=(?!=)|\blocation\s*\.\s*(?:assign|replace)\s*\(")
 CSS_URL = re.compile(r"url\(\s*(['\"]?)(.*?)\1\s*\)", re.I | re.S)
 CSS_IMPORT = re.compile(r"@import\b", re.I)
 FENCE = re.compile(r"```[a-zA-Z]*[ \t]*\r?\n(.*?)```", re.S)
@@ -198,6 +199,8 @@ class _Inspector(HTMLParser):
         for name, pattern in NETWORK_CALLS:
             if pattern.search(code):
                 self.found.add(f"{where} uses {name}: pages have no network; work offline (localStorage for what must stay)")
+        if NAVIGATIONS.search(code):
+            self.found.add(f"{where} sends the page elsewhere (location): a page stays where it is; use a link to go somewhere")
 
     def _css(self, css: str, where: str) -> None:
         if CSS_IMPORT.search(css):

@@ -71,6 +71,8 @@ def doc(head: str = "", body: str = "") -> str:
     ("", '<button onclick="fetch(\'/x\')">go</button>', "the onclick handler of a <button> uses fetch"),
     ("", '<a href="javascript:fetch(\'/x\')">go</a>', "a javascript: link uses fetch"),
     ('<meta http-equiv="refresh" content="0; url=https://evil.example">', "", 'a <meta http-equiv="refresh">'),
+    ("", "<script>window.location.href = 'https://phish.example/'</script>", "sends the page elsewhere (location)"),
+    ("", "<script>location.replace('https://phish.example/')</script>", "sends the page elsewhere (location)"),
     ("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src *\">", "", "a Content-Security-Policy of its own"),
     ("", '<form action="https://collect.example/"><button>Send</button></form>', "would send a form away"),
     ("", '<form><button formaction="/steal">Send</button></form>', "would send a form away"),
@@ -87,7 +89,8 @@ def test_what_stays_inside_the_page_is_allowed():
     body = ('<img src="data:image/png;base64,iVBORw0KGgo=" alt="dot"><a href="https://en.wikipedia.org/wiki/Pomodoro">why</a>'
             '<a href="#top">top</a><svg viewBox="0 0 1 1"><use href="#c"/><circle id="c" r="1"/></svg>'
             '<form onsubmit="event.preventDefault()"><input aria-label="x"><button>Add</button></form>'
-            "<script>localStorage.setItem('k', JSON.stringify({fetched: 1})); const prefetch = 2;</script>")
+            "<script>localStorage.setItem('k' + location.pathname, JSON.stringify({fetched: 1})); const prefetch = 2;"
+            "if (location.hash === '#x') location.hash = '#y'; location.reload;</script>")
     assert checks.inspect(doc("<style>b{color:red;background:url(data:image/png;base64,AA)}</style>", body)).problems == []
 
 
