@@ -27,6 +27,7 @@ from .browser import Browser
 log = logging.getLogger(__name__)
 SHOWN_BACK = 20_000  # characters of a refused answer the repair turn repeats to the model
 BROWSER_TIME = 30.0  # seconds one load check may take at most
+CREDIT_BYTES = 8000  # room for the credit: 300 characters of request, each at most a 6-byte entity, the author and the link
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ class Generator:
         if first.problems:
             return None, first.sentence
         credited = checks.with_credit(page, checks.credit(request.author, request.text, request.link))
-        final = checks.inspect(credited, canary=marker, max_bytes=self.max_page_bytes + 2000)
+        final = checks.inspect(credited, canary=marker, max_bytes=self.max_page_bytes + CREDIT_BYTES)
         if final.problems:  # the credit is plain text and one link: this would be a bug of ours
             return None, final.sentence
         published = checks.with_csp(credited, final.insert_at)
