@@ -82,11 +82,32 @@ def test_throttled_failing_and_overloaded_answers_are_tried_again(fake, http, pr
     assert len(fake.calls) == len(faults) + 1 and not fake.faults
 
 
+class Clock:
+    """Time that moves only when the retry sleeps: the real calls take no time on it."""
+
+    def __init__(self):
+        self.t = 1000.0
+        self.sleeps = []
+
+    def __call__(self):
+        return self.t
+
+    def ms(self):
+        return int(self.t * 1000)
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.t += seconds
+
+
 def test_a_rate_limit_waits_as_long_as_the_server_asks(fake, http):
     fake.faults = ["429"]
-    started = time.monotonic()
-    client(fake, http, "anthropic", True).complete("rules", PLAN, max_tokens=100, deadline=soon())
-    assert time.monotonic() - started >= 1.0  # Retry-After: 1, though the policy's own wait is 0.05 s
+    clock = Clock()
+    chat = AnthropicChat(http, KEY, model="fake-1", base_url=fake.url, clock=clock, now_ms=clock.ms,
+                         retry=RetryPolicy(attempts=4, wait=0.05, sleep=clock.sleep))
+    chat.complete("rules", PLAN, max_tokens=100, deadline=clock() + 30)
+    (slept,) = clock.sleeps
+    assert slept == 1.0  # Retry-After: 1, though the policy's own first wait is 0.05 s
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -99,10 +120,12 @@ def test_repeated_5xx_gives_up_with_the_reason(fake, http, provider):
 
 def test_retries_stop_at_the_deadline_not_after_it(fake, http):
     fake.faults = ["429"] * 10  # each asks for a 1 s wait
-    with pytest.raises(RateLimited):
-        client(fake, http, "openai", False, retry=RetryPolicy(attempts=10, wait=0.05)).complete(
-            "rules", PLAN, max_tokens=100, deadline=time.monotonic() + 1.5)
-    assert len(fake.calls) == 2  # the second wait would end past the deadline: no third try
+    clock = Clock()
+    chat = OpenAIChat(http, KEY, model="fake-1", base_url=fake.url + "/v1", clock=clock, now_ms=clock.ms,
+                      retry=RetryPolicy(attempts=10, wait=0.05, sleep=clock.sleep))
+    with pytest.raises(RateLimited, match="HTTP 429"):
+        chat.complete("rules", PLAN, max_tokens=100, deadline=clock() + 1.5)
+    assert len(fake.calls) == 2 and len(clock.sleeps) == 1  # the second wait would end past the deadline: no third try
 
 
 @pytest.mark.parametrize("provider,stream", APIS)
@@ -147,10 +170,12 @@ def test_an_answer_past_max_bytes_is_not_read_to_its_end(fake, http, provider, s
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_slow_stream_stops_at_the_deadline_with_what_came(fake, http, provider):
-    fake.chunk, fake.slow_delay = 20, 0.2  # about 30 pieces, 6 s in all
+    fake.chunk, fake.slow_delay = 20, 0.3  # about 30 pieces, 9 s in all
     fake.faults = ["slow"]
-    reply = client(fake, http, provider, True).complete("rules", PAGE, max_tokens=100, deadline=time.monotonic() + 1.0)
-    assert reply.stop == "time" and 0 < len(reply.text) < 500 and reply.estimated
+    reply = client(fake, http, provider, True).complete("rules", PAGE, max_tokens=100, deadline=time.monotonic() + 3.0)
+    whole = client(fake, http, provider, True).complete("rules", PAGE, max_tokens=100, deadline=soon())
+    assert reply.stop == "time" and 0 < len(reply.text) < len(whole.text) and reply.estimated
+    assert whole.text.startswith(reply.text)
 
 
 def test_a_server_that_never_answers_fails_by_the_deadline(fake, http):
