@@ -2,6 +2,8 @@
 
     BotError              root (a LedgerError: the CLI and API map it like the rest)   502, exit 1
     └── BuildError        the codegen command failed, timed out, or printed no result  500, exit 1
+        └── GenerationFailed  the built-in generator made no page it could publish     500, exit 1
+                              (refused, filtered, out of time, the page refused twice)
 
 Bluesky's own failures are ``platforms.errors`` classes (``RateLimited``, ``AuthFailure``, ...).
 """
@@ -23,3 +25,14 @@ class BuildError(BotError):
 
     code = "build_failed"
     status = 500
+
+
+class GenerationFailed(BuildError):
+    """The built-in generator made no page it could publish; ``tokens_in``/``tokens_out`` say what it spent trying."""
+
+    code = "generation_failed"
+
+    def __init__(self, reason: str, *, tokens_in: int = 0, tokens_out: int = 0) -> None:
+        super().__init__(reason)
+        self.tokens_in = tokens_in
+        self.tokens_out = tokens_out

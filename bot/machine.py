@@ -1,8 +1,25 @@
-"""The mention-builds machine: database ``requests``, ``kind: "mention"``."""
+"""The mention-builds machines: the mentions (database ``requests``, ``kind: "mention"``) and the
+builder's daily token budget (database ``bot``, ``kind: "token-budget"``, one document a day)."""
 
 from __future__ import annotations
 
-from ledger import Edge, Machine, attempts_left, attempts_used_up, claim, device, lease_expired, renew, same_claim, tick
+from typing import Any
+
+from ledger import (
+    ADMIN,
+    Edge,
+    GuardContext,
+    Machine,
+    attempts_left,
+    attempts_used_up,
+    claim,
+    device,
+    guard,
+    lease_expired,
+    renew,
+    same_claim,
+    tick,
+)
 
 DB = "requests"
 STATE_DB = "bot"  # the ingest checkpoint and other bookkeeping of the bot's own
@@ -27,4 +44,39 @@ MENTIONS = Machine(
     ],
     fixed=["uri", "cid", "authorDid", "text"],
     max_attempts=3,
+)
+
+
+BUDGET_KIND = "token-budget"
+COUNTERS = ("tokensIn", "tokensOut", "used", "builds")
+
+
+def budget_id(day: str) -> str:
+    """The budget document of a UTC day (``YYYY-MM-DD``)."""
+    return f"{BUDGET_KIND}-{day}"
+
+
+@guard
+def counted_up(old: dict[str, Any] | None, new: dict[str, Any], ctx: GuardContext) -> str | None:
+    """A budget's counters are whole numbers that never go down, and its id names its day."""
+    if ctx.doc_id and ctx.doc_id != budget_id(str(new.get("day", ""))):
+        return f"a token budget's id must be {budget_id(str(new.get('day', '')))!r} for day {new.get('day')!r}"
+    for name in COUNTERS:
+        value = new.get(name, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"a token budget's {name} must be a whole number of at least 0"
+        before = (old or {}).get(name, 0)
+        if isinstance(before, int) and value < before:
+            return f"a token budget's {name} only counts up ({before} -> {value}): read it again and add to it"
+    return None
+
+
+TOKEN_BUDGET = Machine(
+    STATE_DB,
+    kind=BUDGET_KIND,
+    start={"counting": counted_up},
+    create_by=[device("builder"), ADMIN],
+    edges=[Edge("counting", "counting", by=device("builder"), guards=[counted_up])],
+    terminal=(),
+    fixed=["day"],
 )

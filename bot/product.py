@@ -1,5 +1,6 @@
-"""What mention builds add to a hub: the mention machine, the ingest and reply ticks (once
-``bot.handle`` is set), and the builder lane's CLI group.
+"""What mention builds add to a hub: the mention machine and the builder's token budget, the
+ingest and reply ticks (once ``bot.handle`` is set), the builder lane's CLI group, the budget's
+item for "needs a person", and the built-in generator's settings section (``[codegen]``).
 
 Light to import: atproto comes in only with the ticks, when the bot is configured.
 """
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ledger import ADMIN, Policy, Product, Tick, tick, user
 
-from .machine import DB, MENTIONS, STATE_DB
+from .machine import DB, MENTIONS, STATE_DB, TOKEN_BUDGET
 
 if TYPE_CHECKING:
     from .settings import BotSettings
@@ -28,7 +29,7 @@ def _ticks(section: BotSettings) -> Sequence[Tick]:
 
 BOT = Product(
     "bot", "Mention builds: Bluesky mentions in, pages built by the builder lane, replies in the thread.",
-    machines=[MENTIONS],
+    machines=[MENTIONS, TOKEN_BUDGET],
     policies=[Policy(STATE_DB, free=(tick("ingest"), user(), ADMIN))],
     indexes=[(DB, "capDay")],
     settings="bot.settings:BotSettings",
@@ -38,9 +39,15 @@ BOT = Product(
         "reply": "replies in the thread once a build's page is up, and records the permalink (runs once bot.handle is set)",
     },
     cli={"build": "bot.cli:build_group"},
+    services="bot.services:offered",
     pages="bot.pages:mention_pages",
     nav=(("/console/mentions", "Mention builds"),),
     templates="bot",
 )
 
-PRODUCTS = (BOT,)
+CODEGEN = Product(
+    "codegen", "The built-in generator behind bot.codegen: templates (offline) or a language model, the page checks, the daily token budget.",
+    settings="bot.codegen.settings:CodegenSettings",
+)
+
+PRODUCTS = (BOT, CODEGEN)

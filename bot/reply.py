@@ -19,6 +19,7 @@ from platforms import AuthFailure, FetchRefused, PlatformError, RateLimited
 from platforms.bluesky import Bluesky, new_rkey
 from vault import held_for
 
+from .codegen.checks import clean_title
 from .machine import DB
 from .session import bluesky, credential
 
@@ -26,9 +27,10 @@ log = logging.getLogger(__name__)
 MAX_TRIES = 3
 
 
-def reply_text(template: str, url: str) -> tuple[str, list[dict[str, Any]]]:
-    """The text and its link facet (byte offsets into the UTF-8 text)."""
-    text = template.format(url=url)
+def reply_text(template: str, url: str, title: str = "") -> tuple[str, list[dict[str, Any]]]:
+    """The text and its link facet (byte offsets into the UTF-8 text). ``{title}`` is what was built (the page's
+    title, cleaned again here: the builder wrote it), "build" when the result names none."""
+    text = template.format(url=url, title=clean_title(title, "build"))
     start = text.encode().find(url.encode())
     facets = []
     if start >= 0:
@@ -90,9 +92,9 @@ class PageCheck:
 
 class Replier:
     """One pass over built mentions; see the module docstring. ``template`` is the reply's text,
-    with ``{url}`` where the page's link goes."""
+    with ``{url}`` where the page's link goes and ``{title}`` where what was built is named."""
 
-    def __init__(self, db: Ledger, template: str = "Your build is ready: {url}", *, pages: PageCheck | None = None,
+    def __init__(self, db: Ledger, template: str = "Your {title} is ready: {url}", *, pages: PageCheck | None = None,
                  credential: str = "bluesky", session_version: int | None = None) -> None:
         self.db = db  # bound to tick:reply
         self.template = template
@@ -165,7 +167,7 @@ class Replier:
             if fixed is None:
                 return "moved"
             doc = fixed
-        text, facets = reply_text(self.template, url)
+        text, facets = reply_text(self.template, url, str((doc.get("result") or {}).get("title") or ""))
         created = datetime.fromtimestamp(self.now() / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
         try:
             posted = bsky.reply(doc["replyRkey"], text, facets, doc["root"], doc["parent"], created)

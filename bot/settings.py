@@ -16,8 +16,8 @@ class BotSettings(Section):
     """how often the reply tick answers built mentions"""
     guardrails: str = ""
     """a guardrails file replacing the shipped `config/guardrails.toml`"""
-    reply_template: str = "Your build is ready: {url}"
-    """the reply's text; `{url}` becomes a link"""
+    reply_template: str = "Your {title} is ready: {url}"
+    """the reply's text; `{url}` becomes a link, `{title}` names what was built (the page's title; "build" when the codegen command gives none)"""
     page_wait: Interval = 1800.0
     """the reply waits for the built page to answer (GitHub Pages serves a push a minute or more later); past this it is an error"""
     codegen: str = "python -m bot.codegen"

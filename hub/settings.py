@@ -205,10 +205,24 @@ def _problems(exc: ValidationError) -> Iterator[str]:
     for error in exc.errors():
         where = ".".join(str(p) for p in error.get("loc", ()))
         if error.get("type") == "extra_forbidden":
+            refusal = _refused(where)
+            if refusal is not None:
+                yield f"{where}: {refusal}"
+                continue
             moved = MOVED.get(where)
             yield f"{where} is {'now ' + moved if moved else 'not a setting'} ({_env_name(where)} / [{where.rpartition('.')[0]}] in a settings file)"
         else:
             yield f"{where}: {error.get('msg', 'is not valid')} (got {error.get('input')!r})"
+
+
+def _refused(dotted: str) -> str | None:
+    """The sentence a section gives for a key it refuses (``Section.refused``), or None."""
+    section, _, key = dotted.partition(".")
+    field = settings_model().model_fields.get(section)
+    model = field.annotation if field is not None else None
+    if isinstance(model, type) and issubclass(model, Section):
+        return model.refused.get(key)
+    return None
 
 
 def _env_name(dotted: str) -> str:

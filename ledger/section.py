@@ -6,7 +6,8 @@ commands) does not load pydantic; the hub loads the sections when it reads the s
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
@@ -29,6 +30,9 @@ Interval = Annotated[float, BeforeValidator(_interval)]
 class Section(BaseModel):
     """A settings section (``[bot]``, ``[vault]``, ...). Each field's docstring is its
     documentation: the README's configuration table is generated from it. Unknown keys are
-    refused, so a typo in a settings file is an error, not a silent default."""
+    refused, so a typo in a settings file is an error, not a silent default. ``refused`` names keys
+    that must never be settings (a secret that belongs in the environment), each with the sentence
+    that says where it goes instead: the refusal never repeats the value."""
 
     model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
+    refused: ClassVar[Mapping[str, str]] = {}

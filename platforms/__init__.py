@@ -10,6 +10,8 @@
     platforms.richtext   Bluesky facets (links, mentions, hashtags) and the grapheme count
     platforms.addresses  which URLs and addresses the hub may fetch (``FetchPolicy``), no I/O
     platforms.fetcher    the guarded fetcher: every URL a client or an operator chose
+    platforms.llm        language-model APIs: OpenAI-compatible Chat Completions, Anthropic Messages
+    platforms.sse        server-sent events, parsed as they arrive (the models' streaming answers)
 
 Every client takes the process's ``httpx.Client`` (``ctx.http`` in a tick), so a test passes
 ``httpx.Client(transport=httpx.MockTransport(handler))`` or uses respx, and closing a client

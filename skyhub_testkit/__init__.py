@@ -4,6 +4,7 @@
     skyhub_testkit.postgres   schema(): a PostgreSQL schema per test (SKYHUB_TEST_PG_URL)
     skyhub_testkit.fakemeta   FakeMeta: Meta's publishing endpoints, stateful, with faults to inject
     skyhub_testkit.fakepds    FakePDS: enough of a Bluesky PDS behind an httpx.MockTransport
+    skyhub_testkit.fakemodel  FakeModel: OpenAI's and Anthropic's chat APIs, streaming or not, a naive model with faults
     skyhub_testkit.servers    LocalServer: a real HTTP server on a local address (a canary, an image host)
 
 and ``ledger.FakeClock`` for time. It needs the ``test`` extra (pytest, respx) installed.

@@ -93,7 +93,7 @@ def test_the_bluesky_pds_is_one_setting_and_the_old_names_say_where_it_went(tmp_
     mine = tmp_path / "mine.toml"
     mine.write_text('[bot]\nhandle = "ourbot.test"\n')
     merged = load_settings(str(mine))
-    assert merged.section("bot").handle == "ourbot.test" and merged.section("bot").reply_template == "Your build is ready: {url}"
+    assert merged.section("bot").handle == "ourbot.test" and merged.section("bot").reply_template == "Your {title} is ready: {url}"
     # the layers merge key by key: a later file that sets one key of a table keeps the earlier file's other keys
     from hub.settings import _MergedToml, settings_model
 

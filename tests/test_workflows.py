@@ -6,6 +6,7 @@ exist. check-jsonschema missing is a failure, never a skip: install skyhub[test]
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -186,3 +187,59 @@ def test_the_generator_refuses_a_base_url_that_is_not_a_link(tmp_path: Path) -> 
                              capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert run.returncode == 2 and "must be the http(s) URL where the built pages are served" in run.stderr
         assert run.stdout == "" and not any(tmp_path.iterdir())
+
+
+# ---- the language model behind the builder -----------------------------------------------------
+def _first_step_env(tmp_path: Path, variables: dict[str, str], key: str = "") -> dict[str, str]:
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    (fake / "skyhub").write_text('#!/bin/sh\necho \'{"docs": [], "next": null}\'\n')
+    (fake / "skyhub").chmod(0o755)
+    (tmp_path / "github_env").write_text("")
+    return {"PATH": f"{fake}:{os.environ['PATH']}", "SKYHUB_HUB_URL": "https://hub.example.org", "SKYHUB_DEVICE_KEY": "PEM",
+            "SKYHUB_DEVICE": "gha-builder", "SKYHUB_PAGES_URL": "https://shop.github.io/builds", "RUNNER_TEMP": str(tmp_path),
+            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"), "GITHUB_ENV": str(tmp_path / "github_env"),
+            "REPOSITORY_VARIABLES": json.dumps({"SKYHUB_HUB_URL": "https://hub.example.org", **variables}), "SKYHUB_CODEGEN_API_KEY": key}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_the_first_step_refuses_a_language_model_without_its_key_in_one_line(tmp_path: Path, provider: str) -> None:
+    env = _first_step_env(tmp_path, {"SKYHUB_CODEGEN__PROVIDER": provider, "SKYHUB_CODEGEN__MODEL": "m"})
+    run = subprocess.run(["bash", "-c", _check_step()], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 1
+    assert run.stdout.strip() == (f"::error title=build-mentions::the repository variable SKYHUB_CODEGEN__PROVIDER is {provider}, which "
+                                  "needs the repository secret SKYHUB_CODEGEN_API_KEY (the provider's API key), and it is not set")
+
+
+def test_the_first_step_hands_the_codegen_variables_on_and_never_prints_the_key(tmp_path: Path) -> None:
+    env = _first_step_env(tmp_path, {"SKYHUB_CODEGEN__PROVIDER": "anthropic", "SKYHUB_CODEGEN__MODEL": "claude-x",
+                                     "SKYHUB_CODEGEN__MAX_TOKENS": "", "SKYHUB_CODEGEN__DAILY_TOKEN_BUDGET": "200000"},
+                          key="sk-ant-secret-value-99")
+    run = subprocess.run(["bash", "-c", _check_step()], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "sk-ant-secret-value-99" not in run.stdout + run.stderr
+    # an unset variable ("") keeps skyhub's default; only SKYHUB_CODEGEN__* variables are handed on
+    assert (tmp_path / "github_env").read_text().splitlines() == [
+        "SKYHUB_CODEGEN__DAILY_TOKEN_BUDGET=200000", "SKYHUB_CODEGEN__MODEL=claude-x", "SKYHUB_CODEGEN__PROVIDER=anthropic"]
+
+
+def test_the_first_step_refuses_a_provider_that_does_not_exist(tmp_path: Path) -> None:
+    env = _first_step_env(tmp_path, {"SKYHUB_CODEGEN__PROVIDER": "gemini"}, key="k")
+    run = subprocess.run(["bash", "-c", _check_step()], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 1 and "SKYHUB_CODEGEN__PROVIDER is 'gemini': use templates, openai or anthropic" in run.stdout
+
+
+def test_the_codegen_key_reaches_only_the_steps_that_need_it_and_the_settings_are_documented() -> None:
+    from bot.codegen.settings import CodegenSettings
+
+    wf = load(BUILD)
+    with_key = [s["name"] for s in steps(wf) if "SKYHUB_CODEGEN_API_KEY" in s.get("env", {})]
+    assert with_key == ["Check the device credential (list pending builds)", "Build pending mentions"]
+    assert all(s["env"]["SKYHUB_CODEGEN_API_KEY"] == "${{ secrets.SKYHUB_CODEGEN_API_KEY }}" for s in steps(wf) if s["name"] in with_key)
+    header = BUILD.read_text(encoding="utf-8").split("\nname:", 1)[0]
+    assert "secret   SKYHUB_CODEGEN_API_KEY" in header
+    documented = set(re.findall(r"SKYHUB_CODEGEN__([A-Z_]+)", header))
+    assert {"PROVIDER", "MODEL", "BASE_URL", "MAX_TOKENS", "DAILY_TOKEN_BUDGET"} <= documented
+    assert {name.lower() for name in documented} <= set(CodegenSettings.model_fields)
+    (install,) = [s for s in steps(wf) if s.get("name") == "Install skyhub"]
+    assert '".[browser]"' in install["run"]  # Playwright, for the load check in the runner's Chrome

@@ -345,13 +345,13 @@ def test_only_the_builder_may_build_and_the_sweep_takes_expired_builds_back(env)
 
 
 # ---- the reply ---------------------------------------------------------------------------------
-def built(env, text="@skybot.test make me a counter", url="https://me.github.io/builds/x/"):
+def built(env, text="@skybot.test make me a counter", url="https://me.github.io/builds/x/", title=None):
     (job,) = pending(env, text=text)
     from ledger.lease import claim, finish
 
     worker = Ledger(env.store, "device:builder")
     held = claim(worker, "requests", env.store.get("requests", job), "building", 60_000, env.clock.now_ms())
-    finish(worker, "requests", held, "built", result={"url": url})
+    finish(worker, "requests", held, "built", result={"url": url, **({"title": title} if title is not None else {})})
     return job
 
 
@@ -410,6 +410,29 @@ def test_the_reply_is_posted_in_the_thread_with_a_working_link_facet(env):
     assert facet["features"] == [{"$type": "app.bsky.richtext.facet#link", "uri": url}]
     assert d["status"] == "replied" and d["permalink"] == f"https://bsky.app/profile/{BOT}/post/{d['replyRkey']}"
     assert [c.doc["status"] for c in env.store.history("requests", job)][-3:] == ["built", "built", "replied"]
+
+
+@respx.mock
+@pytest.mark.parametrize("title,named", [
+    ("Pomodoro timer", "Your Pomodoro timer is ready: "),
+    ("A tip splitter @everyone https://evil.example/x", "Your tip splitter everyone is ready: "),  # the builder wrote it: cleaned again
+    (None, "Your build is ready: "),  # a codegen command that names nothing
+])
+def test_the_reply_names_what_was_built(env, title, named):
+    url = "https://me.github.io/builds/x/"
+    job = built(env, url=url, title=title)
+    _, create, _ = reply_routes(env, job)
+    assert replier(env, template="Your {title} is ready: {url}").run() == {"replied": 1}
+    record = json.loads(create.calls.last.request.content)["record"]
+    assert record["text"] == named + url
+    (facet,) = record["facets"]
+    assert record["text"].encode()[facet["index"]["byteStart"]:facet["index"]["byteEnd"]].decode() == url
+
+
+def test_the_default_reply_names_the_page():
+    from bot.settings import BotSettings
+
+    assert BotSettings().reply_template == "Your {title} is ready: {url}"
 
 
 @respx.mock

@@ -149,31 +149,123 @@ def test_mentions_are_ingested_built_and_replied_to_once(bsky_network, tmp_path)
     assert bot.password not in "".join(hub.stderr)
 
 
+def test_a_mention_gets_a_page_made_by_a_language_model_and_one_reply_naming_it(bsky_network, tmp_path):
+    """The builder lane with the test kit's fake model behind the built-in generator: the request
+    is planned and written by the model, the page checked (a prompt leak refused, then repaired),
+    opened in chromium and published; the mention keeps the tokens it cost, the day's budget counts
+    them on the hub, and the bot replies once, naming the page, with its link."""
+    from skyhub_testkit.fakemodel import FakeModel
+
+    net = bsky_network
+    bot = net.create_account(net.unique_handle("modelbot"), "bot-password-2")
+    erin = net.create_account(net.unique_handle("erin"))
+    asked = net.post(erin, f"@{bot.handle} make me a bingo card for our standup", mentions=[bot])
+    net.process_all()
+    model = FakeModel(key="sk-e2e-model-key-5150")
+    model.answers = ["leak"]  # the first page pastes the instructions in: refused, repaired
+    served = model.serve()
+    hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False, env={
+        "SKYHUB_VAULT_KEY": new_key_text(), "SKYHUB_PLATFORMS__BLUESKY_PDS": net.pds, "SKYHUB_VAULT__EVERY": "1s",
+        "SKYHUB_BOT__HANDLE": bot.handle, "SKYHUB_BOT__INGEST_EVERY": "1s", "SKYHUB_BOT__REPLY_EVERY": "1s",
+        "SKYHUB_FETCH__ALLOW_HTTP": "true", "SKYHUB_FETCH__ALLOW_NETWORKS": '["127.0.0.1/32"]',
+    })
+    pages = None
+    try:
+        meta = RemoteVault(hub.client("user:ops")).put("bluesky", bot.handle, bot.password, verify=True)
+        assert meta["status"] == "ok", meta
+        doc_id = f"{erin.did}:{asked.uri.split('/')[-1]}"
+        assert wait_for("the ingest tick", lambda: _exists(hub.admin, "requests", doc_id))
+        assert hub.admin.get("requests", doc_id)["status"] == "pending-build"
+
+        key = new_device_key()
+        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key))
+        site = tmp_path / "site"
+        site.mkdir()
+        pages = PageServer(site)
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("SKYHUB_CODEGEN")},
+               "PYTHONPATH": str(ROOT), "SKYHUB_HUB_URL": hub.url, "SKYHUB_DEVICE": "gha-builder",
+               "SKYHUB_DEVICE_KEY": private_key_to_pem(key), "SKYHUB_BUILD_OUT": str(site), "SKYHUB_BUILD_BASE_URL": pages.url,
+               "SKYHUB_CODEGEN__PROVIDER": "anthropic", "SKYHUB_CODEGEN__BASE_URL": served.url, "SKYHUB_CODEGEN__MODEL": "fake-1",
+               "SKYHUB_CODEGEN_API_KEY": "sk-e2e-model-key-5150", "SKYHUB_CODEGEN__BROWSER": "/usr/bin/chromium"}
+        built = subprocess.run([sys.executable, "-m", "hub", "build", "run"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert built.returncode == 0, built.stderr
+        assert json.loads(built.stdout) == {"built": 1} and "sk-e2e-model-key-5150" not in built.stderr
+
+        doc = hub.admin.get("requests", doc_id)
+        result = doc["result"]
+        assert (result["title"], result["provider"], result["repaired"], result["browser"]) == (
+            "Bingo card for our standup", "anthropic", True, "loaded")
+        assert len(model.calls) == 3 and doc["tokens"] == result["tokens"] and doc["tokens"]["out"] > 0
+        (budget,) = hub.admin.query("bot", "kind", "token-budget").docs
+        assert budget["used"] == doc["tokens"]["in"] + doc["tokens"]["out"]
+        html = (site / result["url"].rstrip("/").rsplit("/", 1)[1] / "index.html").read_text()
+        assert "Content-Security-Policy" in html and f"Made by skyhub for @{erin.handle}" in html
+        assert f"https://bsky.app/profile/{erin.did}/post/{asked.uri.split('/')[-1]}" in html
+        assert "skyhub-canary-" not in html
+
+        pages.start()  # the Pages deploy lands
+        wait_for("the reply tick", lambda: hub.admin.get("requests", doc_id)["status"] == "replied")
+        net.process_all()
+        thread = net.query("app.bsky.feed.getPostThread", {"uri": asked.uri, "depth": 2})["thread"]
+        from_bot = [r["post"] for r in thread.get("replies", []) if r["post"]["author"]["did"] == bot.did]
+        assert len(from_bot) == 1
+        record = from_bot[0]["record"]
+        assert record["text"] == f"Your Bingo card for our standup is ready: {result['url']}"
+        (facet,) = record["facets"]
+        assert facet["features"][0]["uri"] == result["url"]
+        time.sleep(3)  # the reply tick runs on: still one reply
+        net.process_all()
+        thread = net.query("app.bsky.feed.getPostThread", {"uri": asked.uri, "depth": 2})["thread"]
+        assert len([r for r in thread.get("replies", []) if r["post"]["author"]["did"] == bot.did]) == 1
+    finally:
+        hub.stop()
+        served.stop()
+        if pages is not None:
+            pages.stop()
+    assert "sk-e2e-model-key-5150" not in "".join(hub.stderr)
+
+
 class PageServer:
-    """A static file server on 127.0.0.1 for the built pages; ``start()`` is the Pages deploy landing."""
+    """A static file server on 127.0.0.1 for the built pages, answering 404 (as GitHub Pages does
+    before a push is deployed) until ``start()``, the Pages deploy landing. It listens from the
+    start, so every check gets the same answer: a socket that never accepts would answer checks
+    differently as its backlog fills (read timeouts, then connect timeouts)."""
 
     def __init__(self, folder):
         import functools
         import http.server
+        import threading
 
-        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-        handler.log_message = lambda *a: None
+        outer = self
+        self.live = False
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802 - the stdlib's name
+                if not outer.live:
+                    self.send_error(404, "not deployed yet")
+                    return
+                try:
+                    super().do_GET()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the checker read what it needed
+
+        handler = functools.partial(Handler, directory=str(folder))
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/builds"
         self.folder = folder
-        self.thread = None
-
-    def start(self):
-        import threading
-
-        # the pages live under /builds/ as they would under a Pages project site
-        (self.folder / "builds").symlink_to(self.folder, target_is_directory=True)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
+    def start(self):
+        # the pages live under /builds/ as they would under a Pages project site
+        (self.folder / "builds").symlink_to(self.folder, target_is_directory=True)
+        self.live = True
+
     def stop(self):
-        if self.thread is not None:
-            self.server.shutdown()
+        self.server.shutdown()
         self.server.server_close()
 
 

@@ -50,6 +50,13 @@ def test_the_wheel_runs_from_a_fresh_environment(tmp_path):
     imported = run([str(venv / "bin" / "python"), "-c", "import hub, skyhub_config; print(hub.__file__)"], env=env, cwd=home)
     assert str(venv) in imported.stdout and str(ROOT) not in imported.stdout  # not the checkout
 
+    # the built-in codegen ships (bot.codegen is a subpackage); without the browser extra its load check says why it is skipped
+    job = '{"_id": "did:plc:x:3k", "text": "@skybot.test make me a timer"}'
+    page = run([str(venv / "bin" / "python"), "-m", "bot.codegen", "--out", str(home / "site"), "--base-url", "https://me.example/b"],
+               input=job, env=env, cwd=home)
+    assert '"title": "Timer"' in page.stdout and "skipped: Playwright is not installed (pip install 'skyhub[browser]')" in page.stdout
+    assert "Content-Security-Policy" in (home / "site" / "did-plc-x-3k" / "index.html").read_text()
+
     tick = subprocess.run([skyhub, "tick", "ingest"], capture_output=True, text=True, env=env, cwd=home, timeout=120)
     # no credential was pasted: the tick fails, recorded, with the reason and the remedy, and no traceback
     assert tick.returncode == 1 and '"outcome": "error"' in tick.stdout, tick.stderr

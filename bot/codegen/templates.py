@@ -1,23 +1,12 @@
-"""The default codegen: a small, real generator that turns a prompt into a self-contained
-single-page app (one HTML file with its CSS and JS) and prints ``{"url": ...}``.
-
-    echo '{"_id": "did:plc:x:3k", "text": "@bot make me a pomodoro timer"}' | python -m bot.codegen --out site --base-url https://me.github.io/builds
-
-It recognises a few kinds of app from the prompt (timer, to-do list, counter, dice, notes) and
-falls back to a notes page titled with the prompt. Any other command can replace it
-(``bot.codegen`` in the settings): it gets the job as JSON on stdin and prints its result as
-JSON on its last stdout line.
+"""The ``templates`` provider: today's offline generator. It recognises a few kinds of app in
+the request (timer, to-do list, counter, dice) and falls back to a notes page; every page is
+one HTML file with its CSS and JavaScript inline. It sends nothing anywhere.
 """
 
 from __future__ import annotations
 
-import argparse
 import html
-import json
-import os
 import re
-import sys
-from pathlib import Path
 
 KINDS = [
     ("timer", ("pomodoro", "timer", "countdown", "stopwatch")),
@@ -61,18 +50,20 @@ BODIES = {
     "timer": '<div id="clock" class="big">25:00</div><p><button onclick="start()">Start</button> <button onclick="pause()">Pause</button> '
              '<button onclick="reset()">Reset</button></p><p><button onclick="setMinutes(25)">Focus 25</button> '
              '<button onclick="setMinutes(5)">Break 5</button> <button onclick="setMinutes(15)">Long break 15</button></p>',
-    "todo": '<form onsubmit="add(event)"><input id="new" placeholder="Add a task" autofocus> <button>Add</button></form><ul id="list"></ul>',
+    "todo": '<form onsubmit="add(event)"><input id="new" placeholder="Add a task" aria-label="New task" autofocus> <button>Add</button></form><ul id="list"></ul>',
     "counter": '<div id="n" class="big">0</div><p><button onclick="step(-1)">−</button> <button onclick="step(1)">+</button> '
                '<button onclick="n = 0; show()">Reset</button></p>',
     "dice": '<p><label>Sides <input id="sides" type="number" value="6" min="2"></label> <button onclick="roll()">Roll</button></p><div id="out" class="big">?</div>',
-    "notes": '<textarea id="notes" rows="16" placeholder="Write here; it stays in this browser."></textarea>',
+    "notes": '<textarea id="notes" rows="16" aria-label="Notes" placeholder="Write here; it stays in this browser."></textarea>',
 }
 
+TITLES = {"timer": "Timer", "todo": "To-do list", "counter": "Counter", "dice": "Dice roller", "notes": "Notes"}
+
 STYLE = """body{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#1d2330;background:#f7f8fb}
-h1{font-size:1.4rem}.big{font-size:4rem;font-weight:700;text-align:center;margin:1rem 0}button{font-size:1rem;padding:.4rem .9rem;border-radius:.4rem;border:1px solid #99a;background:#fff;cursor:pointer}
+h1{font-size:1.4rem}.big{font-size:4rem;font-weight:700;text-align:center;margin:1rem 0}button{font-size:1rem;min-height:44px;min-width:44px;padding:.4rem .9rem;border-radius:.4rem;border:1px solid #99a;background:#fff;cursor:pointer}
 input,textarea{font-size:1rem;padding:.4rem;border-radius:.4rem;border:1px solid #99a;width:100%;box-sizing:border-box}form input{width:auto}
 ul{list-style:none;padding:0}li{display:flex;gap:.5rem;align-items:center;padding:.3rem 0}li span{flex:1}.done{text-decoration:line-through;color:#889}
-footer{margin-top:2rem;font-size:.8rem;color:#667}"""
+"""
 
 
 def kind_of(prompt: str) -> str:
@@ -90,51 +81,16 @@ def clean_prompt(text: str) -> str:
     return re.sub(r"@[\w.-]+", "", text).strip() or "Your app"
 
 
-def slug_of(job_id: str) -> str:
-    """A folder name for a job id: lowercase letters, digits and dashes, at most 80 ("build" when none is left)."""
-    return re.sub(r"[^a-z0-9-]+", "-", job_id.lower()).strip("-")[:80] or "build"
-
-
-def render(prompt: str) -> str:
-    """The page for ``prompt``: one HTML document, its style and script inline, the prompt escaped."""
+def render(prompt: str) -> tuple[str, str]:
+    """The page for ``prompt`` and its title: one HTML document, its style and script inline."""
     kind = kind_of(prompt)
-    title = clean_prompt(prompt)
-    return f"""<!doctype html>
+    title = TITLES[kind]
+    page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>{html.escape(title[:80])}</title><style>{STYLE}</style></head>
-<body><h1>{html.escape(title[:200])}</h1>
+<title>{html.escape(title)}</title><style>{STYLE}</style></head>
+<body><main><h1>{html.escape(title)}</h1>
 {BODIES[kind]}
-<footer>Built by skyhub from a Bluesky mention ({kind}).</footer>
+</main>
 <script>{SCRIPTS[kind]}</script></body></html>
 """
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The command: read a job (``_id``, ``text``) as JSON on stdin, write ``<out>/<slug>/index.html``, print
-    ``{"url", "kind"}``. Returns the exit status: 2 when stdin holds no such job."""
-    parser = argparse.ArgumentParser(description="Turn a mention's prompt into a single-page app.")
-    parser.add_argument("--out", default=os.environ.get("SKYHUB_BUILD_OUT", "site"), help="Folder for the built pages (env SKYHUB_BUILD_OUT).")
-    parser.add_argument("--base-url", default=os.environ.get("SKYHUB_BUILD_BASE_URL", "http://127.0.0.1:8000"), help="Where that folder is served (env SKYHUB_BUILD_BASE_URL).")
-    args = parser.parse_args(argv)
-    if not args.base_url.lower().startswith(("https://", "http://")):
-        # a relative link would be posted as the reply and lead nowhere: refuse before building
-        print(f"codegen: SKYHUB_BUILD_BASE_URL (--base-url) must be the http(s) URL where the built pages are served, "
-              f"e.g. https://OWNER.github.io/REPO; got {args.base_url!r}", file=sys.stderr)
-        return 2
-    try:
-        job = json.loads(sys.stdin.read())
-        prompt, job_id = str(job["text"]), str(job["_id"])
-    except (json.JSONDecodeError, KeyError, TypeError):
-        print("codegen: expected the job as a JSON object with _id and text on stdin", file=sys.stderr)
-        return 2
-    slug = slug_of(job_id)
-    folder = Path(args.out) / slug
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "index.html").write_text(render(prompt))
-    print(f"codegen: wrote {folder / 'index.html'} ({kind_of(prompt)})", file=sys.stderr)
-    print(json.dumps({"url": f"{args.base_url.rstrip('/')}/{slug}/", "kind": kind_of(prompt)}))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return page, title
