@@ -17,10 +17,11 @@ from bot.guardrails import Guardrails
 from bot.ingest import Ingester, mention_id
 from bot.reply import Replier
 from hub.app import build_rules
-from ledger import FakeClock, Ledger, open_store
+from ledger import FakeClock, Ledger
 from ledger.lease import Sweeper
 from platforms import AuthFailure, NetworkError, RateLimited, Transient
 from platforms.bluesky import Bluesky
+from skyhub_testkit.memory import memory_store
 
 PDS = "https://pds.test"
 BOT = "did:plc:skybot"
@@ -62,7 +63,7 @@ def post_view(note, *, muted=False, reply_disabled=False):
 def env(tmp_path):
     clock = FakeClock(NOW)
     rules = build_rules()
-    store = open_store(f"sqlite:///{tmp_path}/bot.db", rules, clock)
+    store = memory_store(rules, clock)
 
     class Env:
         pass

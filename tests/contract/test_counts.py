@@ -88,6 +88,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.durable
 def test_concurrent_writers_in_two_processes_keep_the_counts_exact(store, backend_url):
     store.put("race", {"kind": "own", "status": "a"}, "seed", actor="user:ana")  # the schema exists before they start
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, backend_url, me]) for me in ("p0", "p1")]

@@ -11,6 +11,8 @@ from ledger import Feed, Handler, Rules, open_store
 from ledger.schema import MIGRATIONS, STATUS_INDEX, index_name
 from tests.contract.test_indexes import index_names
 
+pytestmark = pytest.mark.durable  # a database an earlier version made: a file or a server, never one in memory
+
 # the tables exactly as versions 1-3 made them, and the indexes that reads used to make
 V3 = {
     "sqlite": [
