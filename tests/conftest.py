@@ -18,13 +18,7 @@ from skyhub_testkit.memory import open_memory
 from skyhub_testkit.postgres import PG_URL, pg_schema_url, schema  # noqa: F401 - PG_URL and pg_schema_url for other tests
 
 BACKENDS = ["sqlite", "postgres"]
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A PostgreSQL URL whose search_path is a new, empty schema (dropped afterwards)."""
-    with schema() as url:
-        yield url
+pytest_plugins = ["skyhub_testkit.fixtures"]  # pg_url, memory_database, fake_clock, skyhub_hub
 
 
 @contextmanager

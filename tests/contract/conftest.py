@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from skyhub_testkit.memory import MemoryDatabase
 from tests.conftest import BACKENDS
 
 STORE_BACKENDS = [*BACKENDS, "memory"]
@@ -34,5 +33,4 @@ def backend_url(backend: str, request: pytest.FixtureRequest, tmp_path: object) 
     elif backend == "postgres":
         yield request.getfixturevalue("pg_url")
     else:
-        with MemoryDatabase() as database:
-            yield database.url
+        yield request.getfixturevalue("memory_database").url

@@ -49,6 +49,14 @@ def test_the_wheel_runs_from_a_fresh_environment(tmp_path):
     skyhub = str(venv / "bin" / "skyhub")
     imported = run([str(venv / "bin" / "python"), "-c", "import hub, skyhub_config; print(hub.__file__)"], env=env, cwd=home)
     assert str(venv) in imported.stdout and str(ROOT) not in imported.stdout  # not the checkout
+    # the test kit works from a plain install, but for its pytest fixtures, which say what to install
+    kit = "import skyhub_testkit.memory, skyhub_testkit.hub, skyhub_testkit.postgres, skyhub_testkit.fakemeta, " \
+          "skyhub_testkit.fakepds, skyhub_testkit.servers; print(skyhub_testkit.memory.memory_store().head_seq())"
+    assert run([str(venv / "bin" / "python"), "-c", kit], env=env, cwd=home).stdout.strip() == "0"
+    fixtures = subprocess.run([str(venv / "bin" / "python"), "-c", "import skyhub_testkit.fixtures"], capture_output=True,
+                              text=True, env=env, cwd=home, timeout=60)
+    assert fixtures.returncode == 1
+    assert fixtures.stderr.strip().splitlines()[-1] == "ImportError: skyhub_testkit.fixtures needs pytest: install skyhub[test]"
 
     tick = subprocess.run([skyhub, "tick", "ingest"], capture_output=True, text=True, env=env, cwd=home, timeout=120)
     # no credential was pasted: the tick fails, recorded, with the reason and the remedy, and no traceback
