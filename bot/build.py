@@ -10,12 +10,12 @@ import logging
 import shlex
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import Conflict, Forbidden, Ledger, LedgerError
+from ledger import Conflict, Forbidden, Ledger
+from ledger.keeper import Keeper, Lease
 from ledger.lease import claim, finish, heartbeat
 
 from .machine import DB, MENTIONS
@@ -44,7 +44,7 @@ class Builder:
         self.progress = progress or (lambda line: None)
 
     def now(self) -> int:
-        """Epoch milliseconds from the store's clock."""
+        """Epoch milliseconds from the clock the builder's ledger was given."""
         return self.db.now()
 
     def run(self, max_jobs: int | None = None) -> dict[str, int]:
@@ -77,28 +77,25 @@ class Builder:
         return counts
 
     def build(self, held: dict[str, Any]) -> str:
-        """Run the codegen command for one claimed mention, renewing its lease meanwhile, then write ``built``
-        or ``build-failed``; the outcome ("stale" when the claim was lost before that write)."""
+        """Run the codegen command for one claimed mention under its lease (``ledger.keeper``: renewed while
+        it runs; the command's own time limit kills it), then write ``built`` or ``build-failed``; the outcome
+        ("stale" when the claim was lost before that write)."""
         state = {"doc": held}
-        lock = threading.Lock()
-        stop = threading.Event()
 
-        def renew() -> None:  # keep the lease while codegen runs
-            while not stop.wait(self.settings.lease_ms / 3000):
-                with lock:
-                    try:
-                        state["doc"] = heartbeat(self.db, DB, state["doc"], self.settings.lease_ms, self.now())
-                    except LedgerError as exc:
-                        log.warning("build %s: could not renew the lease: %s", held["_id"], exc.reason)
-                        return
+        def renew() -> bool:  # a heartbeat: the new revision is the one to finish with
+            try:
+                state["doc"] = heartbeat(self.db, DB, state["doc"], self.settings.lease_ms, self.now())
+                return True
+            except (Conflict, Forbidden) as exc:  # taken back: the finish will say it is stale
+                log.warning("build %s: lost the lease: %s", held["_id"], exc.reason)
+                return False
 
-        beat = threading.Thread(target=renew, name="build-heartbeat", daemon=True)
-        beat.start()
-        try:
-            result, log_tail = self._codegen(held)
-        finally:
-            stop.set()
-            beat.join()
+        lease = Lease(renew, self.settings.lease_ms, self.db.clock, until=int(held.get("leaseUntil") or self.now()))
+        with Keeper("build:keeper", tick=min(1.0, self.settings.lease_ms / 3000)) as keeper:
+            outcome = keeper.call(self._codegen, held, lease=lease)
+        if outcome.exception is not None:  # not the command's failure (those it reports): a fault of the lane itself
+            raise outcome.exception
+        result, log_tail = outcome.value
         try:
             if result is not None:
                 finish(self.db, DB, state["doc"], "built", result=result, lastError=None)

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from ledger import Env, Ledger
+from ledger import Env
 
 from .build import Builder, BuildSettings
 
@@ -31,5 +31,5 @@ def build_run(env: Env, max_jobs: int, as_actor: str) -> None:
     s = env.section("bot")
     actor = env.actor(None if env.remote else as_actor)
     settings = BuildSettings(command=s.codegen, lease_ms=int(s.build_lease * 1000), timeout_s=s.build_timeout, max_jobs=max_jobs)
-    builder = Builder(Ledger(env.store, actor), settings, progress=lambda line: click.echo(f"skyhub: {line}", err=True))
+    builder = Builder(env.ledger(actor), settings, progress=lambda line: click.echo(f"skyhub: {line}", err=True))
     click.echo(json.dumps(builder.run(max_jobs)))

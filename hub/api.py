@@ -40,7 +40,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ledger import Change, Context, Forbidden, Invalid, LedgerError, NotFound, Store
+from ledger import Change, Clock, Context, Forbidden, Invalid, Ledger, LedgerError, NotFound, Store
 from ledger.sql import no_database
 
 from .app import App
@@ -228,6 +228,15 @@ class _Web:
     def principal(self) -> Callable[..., Any]:
         """The FastAPI dependency giving the authenticated principal."""
         return self._principal
+
+    @property
+    def clock(self) -> Clock:
+        """The hub's one clock."""
+        return self._app.clock
+
+    def ledger(self, actor: str) -> Ledger:
+        """The hub's store bound to ``actor``, on the hub's clock."""
+        return Ledger(self._app.store, actor, self._app.clock)
 
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
         """``fn`` in the API's threads, awaited."""

@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from ledger import Usage
+from ledger import SYSTEM, Usage
 
 from .cli_access import device, user
 from .cli_db import db
@@ -46,7 +46,7 @@ def main(ctx: click.Context, config: str | None, database_url: str | None, hub: 
 
     Example: skyhub db put --db jobs '{"type": "job", "status": "pending", "input": {"n": 1}}'
     """
-    ctx.obj = State(config, database_url, hub, token=token, device=device, device_key_file=key_file)
+    ctx.obj = State(config, database_url, hub, clock=SYSTEM, token=token, device=device, device_key_file=key_file)  # the one clock
     ctx.call_on_close(ctx.obj.close)
 
 
@@ -71,7 +71,7 @@ def run(state: State, host: str | None, port: int | None) -> None:
     sock = listen(host, port)  # first: a bad address or a taken port is the one line, and nothing started
     state.local_store("skyhub run")
     configure_logging(settings.log_level)
-    app = build_app(settings)
+    app = build_app(settings, clock=state.clock)
     for line in app.notices():  # what the products want said (the vault has no key yet, ...)
         click.echo(f"skyhub: note: {line}", err=True)
 
@@ -105,7 +105,7 @@ def tick_cmd(state: State, name: str) -> None:
 
     state.local_store("skyhub tick")
     configure_logging(state.settings.log_level, command=True)
-    app = build_app(state.settings)
+    app = build_app(state.settings, clock=state.clock)
     try:
         if name not in app.scheduler.ticks:
             known = tick_help()

@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .actor import ActorPattern
+from .clock import Clock
 from .context import Context
 from .document import check_db, check_field
 from .feed import Handler
 from .machine import Machine, Rules
 from .scheduler import Tick
-from .store import Documents, Store
+from .store import Documents, Ledger, Store
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,13 @@ class Env(Protocol):
 
     def actor(self, as_actor: str | None = None) -> str:
         """Who the command writes as: ``--as``, the settings, or (over a hub) the credential."""
+
+    @property
+    def clock(self) -> Clock:
+        """The command's clock (the CLI's composition root makes it)."""
+
+    def ledger(self, as_actor: str | None = None) -> Ledger:
+        """The store bound to the command's actor (``actor(as_actor)``), on the command's clock."""
 
     def section(self, name: str) -> Any:
         """A product's settings section."""
@@ -84,6 +92,13 @@ class Web(Protocol):
     def principal(self) -> Callable[..., Any]:
         """The FastAPI dependency: the authenticated principal (``.actor``)."""
 
+    @property
+    def clock(self) -> Clock:
+        """The hub's one clock."""
+
+    def ledger(self, actor: str) -> Ledger:
+        """The hub's store bound to ``actor`` (the principal's), on the hub's clock."""
+
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Await ``fn(*args, **kwargs)`` in the API's threads (store calls never run on the event loop)."""
 
@@ -105,6 +120,13 @@ class Pages(Protocol):
     @property
     def settings(self) -> Any:
         """The hub's settings."""
+
+    @property
+    def clock(self) -> Clock:
+        """The hub's one clock."""
+
+    def ledger(self, actor: str) -> Ledger:
+        """The hub's store bound to ``actor`` (the signed-in person's), on the hub's clock: the machines judge its writes."""
 
     def page(self, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """The handler, sending a person without a session to sign in and answering a refused form."""

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from .checkpoint import WAL_LIMIT, WalBound
-from .clock import SYSTEM, Clock
+from .clock import Clock
 from .errors import BackendError, Invalid, LedgerError
 from .machine import Rules
 from .schema import SQLITE, compile_queries
@@ -103,7 +103,7 @@ class SQLiteStore(SQLiteBase):
     _pool: _Pool
 
     def __init__(
-        self, path: str, rules: Rules | None = None, clock: Clock = SYSTEM, *,
+        self, path: str, rules: Rules | None, clock: Clock, *,
         pool_size: int = POOL_SIZE, wake: str = "sockets", poll_interval: float | None = None,
         wal_limit: int = WAL_LIMIT,
     ) -> None:
@@ -416,7 +416,7 @@ class _Pool:
         return self._count - len(self._idle)
 
 
-def open_sqlite(path: str, rules: Rules | None = None, clock: Clock = SYSTEM, *, pool_size: int = POOL_SIZE) -> SQLiteStore:
+def open_sqlite(path: str, rules: Rules | None, clock: Clock, *, pool_size: int = POOL_SIZE) -> SQLiteStore:
     """Open (or create) the SQLite store at ``path``; SKYHUB_SQLITE_WAKE=poll turns the wake-up sockets off."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from ledger import Invalid, Ledger, Web
+from ledger import Invalid, Web
 
 from . import media
 from .images import MIME, sniff
@@ -82,7 +82,7 @@ def publish_router(web: Web) -> APIRouter:
     @router.post("/v1/publish", response_model=Queued)
     async def queue_post(body: PublishIn = Body(...), who: Any = Depends(principal)) -> Queued:
         def write() -> tuple[dict[str, Any], bool]:
-            return submit(Ledger(web.store, who.actor), web.settings, platform=body.platform, account=body.account, slug=body.slug,
+            return submit(web.ledger(who.actor), web.settings, platform=body.platform, account=body.account, slug=body.slug,
                           caption=body.caption, images=[i.model_dump(exclude_none=True) for i in body.images], at=body.at,
                           reply_to=body.replyTo)
 
@@ -101,7 +101,7 @@ def publish_router(web: Web) -> APIRouter:
         if len(data) > BSKY_IMAGE_BYTES:
             raise Invalid(f"the image is {len(data):,} bytes; a Bluesky image is at most {BSKY_IMAGE_BYTES:,} bytes")
         name = request.headers.get("x-file-name", "")[:200].replace("/", "_").replace("\\", "_")
-        upload = await web.run(media.store, Ledger(web.store, who.actor), data, name=name, mime=MIME[kind])
+        upload = await web.run(media.store, web.ledger(who.actor), data, name=name, mime=MIME[kind])
         return Uploaded(upload=upload)
 
     @router.get("/v1/publish", response_model=PublishPage)

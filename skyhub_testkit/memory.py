@@ -37,7 +37,7 @@ import threading
 import uuid
 from typing import Any
 
-from ledger import SYSTEM, BackendError, Clock, Invalid, Rules
+from ledger import BackendError, Clock, Invalid, Rules
 from ledger.sqlite import BUSY_WAIT_S, SQLiteBase
 
 SCHEME = "memory://"
@@ -63,7 +63,7 @@ class MemoryDatabase:
                 raise Invalid(f"there is an in-memory database named {self.name!r} already: choose another name")
             _DATABASES[self.name] = self
 
-    def open(self, rules: Rules | None = None, clock: Clock = SYSTEM) -> MemoryStore:
+    def open(self, rules: Rules | None, clock: Clock) -> MemoryStore:
         """A store on this database with ``rules``, writing ``clock``'s time."""
         return MemoryStore(self, rules, clock)
 
@@ -151,7 +151,7 @@ class _Lent:
 class MemoryStore(SQLiteBase):
     """A store on a ``MemoryDatabase``: see the module docstring."""
 
-    def __init__(self, database: MemoryDatabase, rules: Rules | None = None, clock: Clock = SYSTEM) -> None:
+    def __init__(self, database: MemoryDatabase, rules: Rules | None, clock: Clock) -> None:
         super().__init__(database.url, rules, clock)
         self.database = database
         self._pool = self._lent = _Lent(database)
@@ -174,14 +174,14 @@ class MemoryStore(SQLiteBase):
             self.database.close()
 
 
-def memory_store(rules: Rules | None = None, clock: Clock = SYSTEM) -> MemoryStore:
+def memory_store(rules: Rules | None, clock: Clock) -> MemoryStore:
     """A store on a new in-memory database of its own, dropped when the store closes."""
     store = MemoryDatabase().open(rules, clock)
     store._owns = True
     return store
 
 
-def open_memory(url: str, rules: Rules | None = None, clock: Clock = SYSTEM, **_pool_settings: Any) -> MemoryStore:
+def open_memory(url: str, rules: Rules | None, clock: Clock, **_pool_settings: Any) -> MemoryStore:
     """A store on the open ``MemoryDatabase`` that ``url`` (``memory://NAME``) names (pool settings mean nothing here:
     there is one connection)."""
     if not url.startswith(SCHEME):

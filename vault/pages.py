@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ledger import Ledger, LedgerError, Pages
+from ledger import LedgerError, Pages
 
 from .credentials import PLATFORMS, Vault
 from .errors import VaultError
@@ -22,7 +22,7 @@ def credential_pages(pages: Pages) -> list[Route]:
     key = KeyLoader(pages.settings.section("vault").key_file)
 
     async def view(request: Request, session: Any, form: dict[str, Any], errors: dict[str, list[str]], status_code: int = 200) -> Response:
-        creds = await pages.run(lambda: Vault(Ledger(pages.store, session.actor), key).list())
+        creds = await pages.run(lambda: Vault(pages.ledger(session.actor), key).list())
         creds.sort(key=lambda c: (not (c.get("needsReauth") or c.get("status") == "needs-reauth"), c["id"]))
         return pages.render("credentials.html", request, session, title="Credentials", creds=creds, form=form, errors=errors,  # type: ignore[no-any-return]
                             cred_platforms=list(PLATFORMS), key_problem=key.available(), status_code=status_code)
@@ -55,7 +55,7 @@ def credential_pages(pages: Pages) -> list[Route]:
             return await view(request, session, form, errors, 422)
 
         def store_it() -> dict[str, Any]:
-            meta = Vault(Ledger(pages.store, session.actor), key).put(platform, account, secret)
+            meta = Vault(pages.ledger(session.actor), key).put(platform, account, secret)
             if form["verify"]:
                 from .rotation import verify
 

@@ -13,6 +13,7 @@ from hub.app import build_app
 from hub.auth import add_user
 from hub.console.web import Console
 from hub.settings import load_settings
+from ledger import SYSTEM
 from skyhub_testkit.hub import Hub
 
 
@@ -69,10 +70,10 @@ def _request(client: str, authorization: str | None = None) -> Request:
 
 
 def test_metrics_need_a_persons_token_and_loopback_only_when_turned_on(tmp_path):
-    app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"))
+    app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"), clock=SYSTEM)
     try:
         console = Console.make(app)
-        token = add_user(app.store, "ops")
+        token = add_user(app.store, "ops", clock=SYSTEM)
         assert not console.metrics_allowed(_request("127.0.0.1")) and not console.metrics_allowed(_request("::1"))
         assert console.metrics_allowed(_request("127.0.0.1", f"Bearer {token}"))
         app.settings.http.metrics_from_loopback = True  # the operator's choice (no proxy on this machine)

@@ -8,7 +8,7 @@ import json
 import psycopg
 import pytest
 
-from ledger import Feed, Handler, Invalid, Rules
+from ledger import SYSTEM, Feed, Handler, Invalid, Rules
 from ledger.document import MAX_DEPTH, MAX_KEYS
 from ledger.schema import SQLITE
 
@@ -156,7 +156,7 @@ def test_a_too_deep_document_already_stored_does_not_break_readers(make_store, d
     assert len(store.history("notes", "deep")) == 1
     json.dumps(store.changes(0)[0].doc)  # serializable
     seen = []
-    feed = Feed(store, [Handler("reader", ["notes"], lambda change, ctx: seen.append(change.id))])
+    feed = Feed(store, [Handler("reader", ["notes"], lambda change, ctx: seen.append(change.id))], clock=SYSTEM)
     feed.drain()
     assert seen == ["deep", "after"]  # the feed goes past it
     with pytest.raises(Invalid, match="reserved"):

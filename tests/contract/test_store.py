@@ -336,9 +336,9 @@ def test_a_conninfo_string_is_not_mistaken_for_a_file(tmp_path):
     from ledger import open_store
 
     with pytest.raises(Invalid, match="postgresql://"):
-        open_store("user=postgres dbname=test host=127.0.0.1 port=5432")
+        open_store("user=postgres dbname=test host=127.0.0.1 port=5432", None, SYSTEM)
     with pytest.raises(Invalid, match="unknown database URL scheme"):
-        open_store("mysql://root@localhost/x")
+        open_store("mysql://root@localhost/x", None, SYSTEM)
 
 
 # ---- a write is checked against the head, even when another writer moved it just before ------

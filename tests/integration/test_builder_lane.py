@@ -15,7 +15,7 @@ def test_skyhub_build_run_against_a_hub_with_a_device_credential(tmp_path):
     hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False)
     try:
         key = new_device_key()
-        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key))
+        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key), clock=hub.clock)
         ids = []
         for i, text in enumerate(["@skybot.test make me a pomodoro timer", "@skybot.test a to-do list please"]):
             uri = f"at://did:plc:alice/app.bsky.feed.post/3kb{i}"

@@ -51,7 +51,7 @@ def test_the_wheel_runs_from_a_fresh_environment(tmp_path):
     assert str(venv) in imported.stdout and str(ROOT) not in imported.stdout  # not the checkout
     # the test kit works from a plain install, but for its pytest fixtures, which say what to install
     kit = "import skyhub_testkit.memory, skyhub_testkit.hub, skyhub_testkit.postgres, skyhub_testkit.fakemeta, " \
-          "skyhub_testkit.fakepds, skyhub_testkit.servers; print(skyhub_testkit.memory.memory_store().head_seq())"
+          "skyhub_testkit.fakepds, skyhub_testkit.servers; from ledger import SYSTEM; print(skyhub_testkit.memory.memory_store(None, SYSTEM).head_seq())"
     assert run([str(venv / "bin" / "python"), "-c", kit], env=env, cwd=home).stdout.strip() == "0"
     fixtures = subprocess.run([str(venv / "bin" / "python"), "-c", "import skyhub_testkit.fixtures"], capture_output=True,
                               text=True, env=env, cwd=home, timeout=60)

@@ -47,7 +47,7 @@ class Env:
         # images are fetched through the guarded fetcher, over the same routes; every name resolves to a public address
         self.fetcher = Fetcher(resolver=lambda host, port: [PUBLIC_ADDRESS], transport=httpx.MockTransport(self.route))
         self.platforms = PlatformSettings(instagram_url=IG_HOST, facebook_url=FB_HOST, threads_url=TH_HOST, bluesky_pds=PDS)
-        self.maya = Ledger(self.store, "user:maya")
+        self.maya = Ledger(self.store, "user:maya", self.clock)
 
     def route(self, request: httpx.Request) -> httpx.Response:
         url = str(request.url)
@@ -82,7 +82,7 @@ class Env:
     def context(self, **settings: Any) -> Any:
         services = Services(vault=lambda db: Vault(db, self.key), http=self.http, platforms=self.platforms, fetch=self.fetcher)
         section = PublishSettings(**{"retry_wait": "1ms", **settings})
-        return make_context(Ledger(self.store, "tick:publish"), self.clock, "publish", services, settings=section)
+        return make_context(Ledger(self.store, "tick:publish", self.clock), "publish", services, settings=section)
 
     def tick(self, **settings: Any) -> dict[str, int]:
         event = TickEvent("publish", datetime.fromtimestamp(self.clock.now_ms() / 1000, tz=UTC))

@@ -26,9 +26,9 @@ def key():
 def env(tmp_path, key):
     clock = FakeClock(1_800_000_000_000)
     store = memory_store(build_rules(), clock)
-    person = Vault(Ledger(store, "user:ana"), key)
+    person = Vault(Ledger(store, "user:ana", clock), key)
     platforms = Checks(httpx.Client(), ENDPOINTS, retry=RetryPolicy(attempts=3, wait=0, sleep=lambda s: None), now_ms=clock.now_ms)
-    maintainer = Maintainer(Ledger(store, "tick:vault"), key, platforms, Policy())
+    maintainer = Maintainer(Ledger(store, "tick:vault", clock), key, platforms, Policy())
 
     class Env:
         pass
