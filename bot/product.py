@@ -41,6 +41,7 @@ BOT = Product(
     pages="bot.pages:mention_pages",
     nav=(("/console/mentions", "Mention builds"),),
     templates="bot",
+    metrics="bot.metrics:metrics",
 )
 
 PRODUCTS = (BOT,)
