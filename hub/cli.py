@@ -18,6 +18,7 @@ from ledger import SYSTEM, Usage
 
 from .cli_access import device, user
 from .cli_db import db
+from .cli_status import status
 from .cliutil import EXIT_ERROR, Group, State, configure_logging, run_main
 
 
@@ -60,9 +61,9 @@ def run(state: State, host: str | None, port: int | None) -> None:
 
     Example: skyhub run --port 8470
     """
-    from .api import create_api
     from .app import build_app
     from .server import listen, serve
+    from .webapp import create_api
 
     settings = state.settings
     if state.remote:
@@ -121,9 +122,8 @@ def tick_cmd(state: State, name: str) -> None:
         sys.exit(EXIT_ERROR)
 
 
-for group in (db, user, device):
-    main.add_command(group)
-main.add_command(__import__("hub.cli_status", fromlist=["status"]).status)  # skyhub status (hub/cli_status.py)
+for command in (db, user, device, status):
+    main.add_command(command)
 
 
 def entry() -> None:

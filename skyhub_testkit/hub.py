@@ -165,7 +165,7 @@ class ActorRouter:
 
 @contextmanager
 def serving(api: Any) -> Iterator[str]:
-    """An ASGI app (``hub.api.create_api(app)``) served in a thread of this process on a free port, for the
+    """An ASGI app (``hub.webapp.create_api(app)``) served in a thread of this process on a free port, for the
     ``with`` block: its URL. For tests that reach into the hub's objects; ``Hub`` runs a real process."""
     import uvicorn
 

@@ -203,8 +203,15 @@ class Metrics:
 
 def route_of(routes: Sequence[BaseRoute], scope: Scope) -> str:
     """The route template a request matches (``/v1/db/{db}/docs/{doc_id:path}``), or ``other``,
-    so the labels stay few whatever paths clients send."""
+    so the labels stay few whatever paths clients send. A router included whole (FastAPI's ``include_router``
+    keeps it as one route: the API's topics, each product's) is looked into."""
     for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:  # no prefix is given to include_router here: its routes' paths are whole
+            found = route_of(included.routes, scope)
+            if found != "other":
+                return found
+            continue
         try:
             match, _ = route.matches(scope)
         except Exception:  # noqa: BLE001 - a route that cannot read this scope does not match it

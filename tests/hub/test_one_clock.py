@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from starlette.requests import Request
 
-from hub.api import _Web
+from hub.api.web import Web
 from hub.app import build_app
 from hub.auth import add_user
 from hub.cliutil import State
@@ -55,7 +55,7 @@ def test_a_fake_clock_moves_every_part_of_the_hub(tmp_path):
         later = NOW + 90_000
         assert overview(app)["at"] == later and app.context("vault", "tick:vault").now() == later
         assert app.scheduler.context(app.scheduler.ticks["sweep"]).db.now() == later  # a tick's ctx.db
-        web, pages = _Web(app, lambda: None, None), _Pages(console)  # what a product's routes and pages are handed
+        web, pages = Web(app.store, app.settings, clock, None, app.context), _Pages(console)  # what a product's routes and pages are handed
         for handed in (web.ledger("user:ana"), pages.ledger("user:ana")):
             assert handed.clock is clock and handed.now() == later
         written = pages.ledger("user:ana").put("notes", {"v": 2})

@@ -10,10 +10,12 @@ import threading
 
 import pytest
 
-from hub.api import render
+from hub.api.changes import Shown
 from hub.stream import Fanout
 from ledger import SYSTEM, Rules, open_store
 from tests.conftest import reset_database
+
+render = Shown({}).render  # what the API shows of a change
 
 ACTOR = "user:test"
 

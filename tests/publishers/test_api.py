@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from hub.api import create_api
 from hub.app import build_app
 from hub.auth import add_user
 from hub.remote import RemoteStore, TokenAuth
 from hub.settings import load_settings
+from hub.webapp import create_api
 from ledger import SYSTEM, Ledger
 from publishers.remote import publish_queue
 from skyhub_testkit.hub import serving

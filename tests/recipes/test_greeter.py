@@ -20,19 +20,18 @@ DECLARATION = "tests.recipes.greeter.product"
 
 
 def _clear_caches():
-    from hub import api, products, settings
+    from hub import products, settings
 
     products.products.cache_clear()
     settings.settings_model.cache_clear()
-    api._redacted.cache_clear()
 
 
 @pytest.fixture
 def greeter_hub(tmp_path, monkeypatch):
     from hub import products
-    from hub.api import create_api
     from hub.app import build_app
     from hub.settings import load_settings
+    from hub.webapp import create_api
 
     monkeypatch.setattr(products, "DECLARATIONS", (*products.DECLARATIONS, DECLARATION))  # the one line the recipe adds
     _clear_caches()
