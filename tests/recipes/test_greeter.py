@@ -62,6 +62,8 @@ def test_a_product_brings_its_page_route_and_attention_item_without_touching_the
         assert forged.status_code == 403  # the frame's CSRF check holds for the product's form too
         overview = console.http.get("/").text
         assert "waits for an answer" in overview and 'href="/console/greet">Answer it' in overview
+        scraped = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"}).text
+        assert "skyhub_greetings_sent 1.0" in scraped  # its metric, after the hub's own
     finally:
         console.close()
     assert httpx.get(f"{url}/v1/greetings", headers={"Authorization": f"Bearer {token}"}).json() == ["Hello there"]
