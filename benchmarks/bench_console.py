@@ -31,7 +31,10 @@ import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
 from hub.app import build_rules  # noqa: E402
-from ledger import open_store  # noqa: E402
+from ledger import (
+    SYSTEM,
+    open_store,  # noqa: E402
+)
 from skyhub_testkit.hub import Hub  # noqa: E402
 
 TARGETS_MS = {"overview": 200.0, "status list": 200.0, "publish queue": 200.0, "metrics": 100.0}
@@ -40,7 +43,7 @@ MIX = (("done", 0.90), ("pending", 0.05), ("error", 0.03), ("cancelled", 0.02))
 
 def fill(url: str, n: int, threads: int = 4) -> float:
     """Write ``n`` publish requests through ``store.put``; returns the seconds it took."""
-    store = open_store(url, build_rules())
+    store = open_store(url, build_rules(), SYSTEM)
     statuses = [s for s, share in MIX for _ in range(int(n * share))]
     statuses += ["done"] * (n - len(statuses))
     started = time.perf_counter()

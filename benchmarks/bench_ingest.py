@@ -125,19 +125,19 @@ def ingest_tick(n: int) -> dict[str, Any]:
         http = httpx.Client(transport=httpx.MockTransport(fake.handle))
         try:
             key = parse_key(new_key_text(), "bench")
-            Vault(Ledger(store, "user:bench"), key).put("bluesky", "skybot.test",
+            Vault(Ledger(store, "user:bench", clock), key).put("bluesky", "skybot.test",
                                                         {"appPassword": "app-pass-bench", "session": SESSION})
             head = store.get("vault", "bluesky:skybot.test")
             store.put("vault", {**head, "status": "ok"}, actor="admin")  # verified, as the vault tick leaves it
             counting = CountingStore(store)
             services = Services(vault=lambda db: Vault(db, key), http=http, platforms=PlatformSettings(bluesky_pds=PDS))
             section = BotSettings(handle="skybot.test", guardrails=guardrails)
-            ctx = make_context(Ledger(counting, "tick:ingest"), clock, "ingest", services, settings=section)  # type: ignore[arg-type]
+            ctx = make_context(Ledger(counting, "tick:ingest", clock), "ingest", services, settings=section)  # type: ignore[arg-type]
             event = TickEvent("ingest", datetime.fromtimestamp(NOW / 1000, tz=UTC))
             started = time.perf_counter()
             counts = ingest(event, ctx)
             elapsed = time.perf_counter() - started
-            statuses = Counter(d.get("status") for d in Ledger(store, "admin").query_all("requests", "kind", "mention"))
+            statuses = Counter(d.get("status") for d in Ledger(store, "admin", clock).query_all("requests", "kind", "mention"))
         finally:
             http.close()
             store.close()

@@ -63,7 +63,7 @@ def measure(url: str, n: int) -> dict[str, Any]:
     store = open_store(url, build_rules(), clock)
     try:
         key = parse_key(new_key_text(), "bench")
-        maya = Ledger(store, "user:maya")
+        maya = Ledger(store, "user:maya", clock)
         accounts = [f"178414{i:011d}" for i in range(ACCOUNTS)]
         for account in accounts:
             Vault(maya, key).put("instagram", account, {"accessToken": "good-token"})
@@ -78,8 +78,8 @@ def measure(url: str, n: int) -> dict[str, Any]:
         counting = Counting(store)
         services = Services(vault=lambda db: Vault(db, key), http=http,
                             platforms=PlatformSettings(instagram_url="https://graph.instagram.test"))
-        ctx = make_context(Ledger(counting, "tick:publish"), clock, "publish", services, settings=PublishSettings())  # type: ignore[arg-type]
-        ctx.vault = Vault(Ledger(counting, "tick:publish"), key)  # type: ignore[arg-type]
+        ctx = make_context(Ledger(counting, "tick:publish", clock), "publish", services, settings=PublishSettings())  # type: ignore[arg-type]
+        ctx.vault = Vault(Ledger(counting, "tick:publish", clock), key)  # type: ignore[arg-type]
         event = TickEvent("publish", datetime.fromtimestamp(NOW / 1000, tz=UTC))
         start = time.perf_counter()
         counts = publish(event, ctx)

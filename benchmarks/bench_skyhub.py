@@ -20,7 +20,7 @@ from typing import Any
 
 from bench_common import SPAWN, check_alive, start_child, stop_children, summary_ms, wait_ready
 
-from ledger import Feed, Handler, Ledger, Rules, deadletter_machine, open_store
+from ledger import SYSTEM, Feed, Handler, Ledger, Rules, deadletter_machine, open_store
 from ledger.jobs import JOBS, jobs_handler
 from ledger.lease import SWEEP_ACTOR, Sweeper
 from ledger.lease import claim as lease_claim
@@ -50,7 +50,7 @@ def latency_in_process(url: str, samples: int, warmup: int, gap_ms: float = 0.0)
     ``put``'s return instead gave a few negative samples: the feed thread can win the GIL
     between the commit and the return.) Both are reported.
     """
-    store = open_store(url, default_rules())
+    store = open_store(url, default_rules(), SYSTEM)
     committed: dict[str, int] = {}
     handled: dict[str, int] = {}
     arrived = threading.Event()
@@ -64,7 +64,7 @@ def latency_in_process(url: str, samples: int, warmup: int, gap_ms: float = 0.0)
         arrived.set()
 
     unsubscribe = store.subscribe(on_commit)
-    feed = Feed(store, [Handler("bench_latency", [LAT_DB], on_change)])
+    feed = Feed(store, [Handler("bench_latency", [LAT_DB], on_change)], clock=SYSTEM)
     feed.start()
     from_commit: list[int] = []
     from_return: list[int] = []
@@ -98,12 +98,12 @@ def latency_in_process(url: str, samples: int, warmup: int, gap_ms: float = 0.0)
 
 def _latency_child(url: str, ready: Any, out: Any, stop: Any) -> None:
     try:
-        store = open_store(url, default_rules())
+        store = open_store(url, default_rules(), SYSTEM)
 
         def on_change(change: Any, ctx: Any) -> None:
             out.put((change.id, time.perf_counter_ns()))
 
-        feed = Feed(store, [Handler("bench_latency", [LAT_DB], on_change)])
+        feed = Feed(store, [Handler("bench_latency", [LAT_DB], on_change)], clock=SYSTEM)
         feed.start()
     except Exception as exc:  # noqa: BLE001 - reported to the parent
         ready.put(("error", repr(exc)))
@@ -120,7 +120,7 @@ def latency_cross_process(url: str, samples: int, warmup: int, budget_s: float =
     the same clock in both processes. Timed from ``put``'s return, as for Procrastinate's
     ``defer``. Stops early after ``budget_s`` of measuring (slow wake-ups)."""
     ready, out, stop = SPAWN.Queue(), SPAWN.Queue(), SPAWN.Event()
-    store = open_store(url, default_rules())
+    store = open_store(url, default_rules(), SYSTEM)
     procs = [start_child(_latency_child, url, ready, out, stop, name="skyhub-latency-feed")]
     lat: list[int] = []
     try:
@@ -159,8 +159,8 @@ def latency_cross_process(url: str, samples: int, warmup: int, budget_s: float =
 # ---- 2. end-to-end jobs/s -----------------------------------------------------------
 def _jobs_child(url: str, index: int, ready: Any, stop: Any, results: Any) -> None:
     try:
-        store = open_store(url, default_rules())
-        feed = Feed(store, [jobs_handler()], owner=f"bench-worker-{index}:{os.getpid()}")
+        store = open_store(url, default_rules(), SYSTEM)
+        feed = Feed(store, [jobs_handler()], owner=f"bench-worker-{index}:{os.getpid()}", clock=SYSTEM)
         feed.start()
     except Exception as exc:  # noqa: BLE001 - reported to the parent
         ready.put(("error", repr(exc)))
@@ -261,7 +261,7 @@ def jobs_end_to_end(url: str, n: int, workers: int, warmup: int = 50) -> dict[st
     group), claim and finish them. Timed from just before the first create to the commit
     of the last transition to done (its ``at``)."""
     ready, stop, results = SPAWN.Queue(), SPAWN.Event(), SPAWN.Queue()
-    store = open_store(url, default_rules())
+    store = open_store(url, default_rules(), SYSTEM)
     counter = DoneCounter(url)
     procs = [
         start_child(_jobs_child, url, i, ready, stop, results, name=f"skyhub-worker-{i}")
@@ -306,7 +306,7 @@ def jobs_end_to_end(url: str, n: int, workers: int, warmup: int = 50) -> dict[st
 # ---- 3. recovery after a lease expires ----------------------------------------------
 def _claim_one(store: Any, i: int, lease_ms: int) -> dict[str, Any]:
     doc = store.put(JOBS_DB, new_job(i), actor=BENCH_ACTOR)
-    held = lease_claim(Ledger(store, WORKER_ACTOR), JOBS_DB, doc, "running", lease_ms, store.clock.now_ms())
+    held = lease_claim(Ledger(store, WORKER_ACTOR, SYSTEM), JOBS_DB, doc, "running", lease_ms, SYSTEM.now_ms())
     return held
 
 
@@ -315,7 +315,7 @@ def recovery_in_process(url: str, reps: int, lease_ms: int) -> dict[str, Any]:
     deadline-driven) in the same process takes it back. Delay = sweep commit (commit listener,
     wall clock) - leaseUntil; also ``at`` (the sweep's clock reading) - leaseUntil."""
     rules = default_rules()
-    store = open_store(url, rules)
+    store = open_store(url, rules, SYSTEM)
     swept: dict[str, tuple[int, int, str]] = {}
     arrived = threading.Event()
 
@@ -325,7 +325,7 @@ def recovery_in_process(url: str, reps: int, lease_ms: int) -> dict[str, Any]:
             arrived.set()
 
     unsubscribe = store.subscribe(on_commit)
-    sweeper = Sweeper(store, rules)
+    sweeper = Sweeper(store, rules, clock=SYSTEM)
     sweeper.start()
     commit_delay: list[int] = []
     at_delay: list[int] = []
@@ -356,14 +356,14 @@ def recovery_in_process(url: str, reps: int, lease_ms: int) -> dict[str, Any]:
 def _sweeper_child(url: str, ready: Any, out: Any, stop: Any) -> None:
     try:
         rules = default_rules()
-        store = open_store(url, rules)
+        store = open_store(url, rules, SYSTEM)
 
         def on_commit(change: Any) -> None:
             if change is not None and change.actor == SWEEP_ACTOR:
                 out.put((change.id, time.time_ns(), change.at, str(change.doc.get("status"))))
 
         store.subscribe(on_commit)
-        sweeper = Sweeper(store, rules)
+        sweeper = Sweeper(store, rules, clock=SYSTEM)
         sweeper.start()
     except Exception as exc:  # noqa: BLE001 - reported to the parent
         ready.put(("error", repr(exc)))
@@ -378,7 +378,7 @@ def recovery_cross_process(url: str, reps: int, lease_ms: int) -> dict[str, Any]
     """As ``recovery_in_process``, but the Sweeper runs in another process (like a hub
     whose worker died holding a job): it learns of the claim through NOTIFY / data_version."""
     ready, out, stop = SPAWN.Queue(), SPAWN.Queue(), SPAWN.Event()
-    store = open_store(url, default_rules())
+    store = open_store(url, default_rules(), SYSTEM)
     procs = [start_child(_sweeper_child, url, ready, out, stop, name="skyhub-sweeper")]
     commit_delay: list[int] = []
     at_delay: list[int] = []

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ledger import SYSTEM
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_common as bc  # noqa: E402
@@ -238,9 +240,9 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict[int, list[dict[s
     with fresh as url:
         folder = os.path.dirname(url.removeprefix("sqlite:///")) if backend == "sqlite" else "/tmp"
         hub = HubProcess(url, folder)
-        admin = open_store(url, build_rules())
+        admin = open_store(url, build_rules(), SYSTEM)
         try:
-            token = add_user(admin, "bench")
+            token = add_user(admin, "bench", clock=SYSTEM)
             runs: dict[int, list[dict[str, Any]]] = {n: [] for n in args.streams}
             if args.unread:
                 print(f"  .. {backend}: {args.log:,} changes in the log, then {args.unread} unread streams from since=0",

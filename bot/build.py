@@ -15,12 +15,12 @@ import os
 import shlex
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ledger import Conflict, Forbidden, Ledger, LedgerError
+from ledger.keeper import Keeper, Lease
 from ledger.lease import claim, finish, heartbeat
 
 from .budget import TokenBudget
@@ -63,7 +63,7 @@ class Builder:
         self.budget = TokenBudget(db, settings.budget)
 
     def now(self) -> int:
-        """Epoch milliseconds from the store's clock."""
+        """Epoch milliseconds from the clock the builder's ledger was given."""
         return self.db.now()
 
     def run(self, max_jobs: int | None = None) -> dict[str, int]:
@@ -102,28 +102,25 @@ class Builder:
         return counts
 
     def build(self, held: dict[str, Any]) -> str:
-        """Run the codegen command for one claimed mention, renewing its lease meanwhile, then write ``built``
-        or ``build-failed``; the outcome ("stale" when the claim was lost before that write)."""
+        """Run the codegen command for one claimed mention under its lease (``ledger.keeper``: renewed while
+        it runs; the command's own time limit kills it), then write ``built`` or ``build-failed``; the outcome
+        ("stale" when the claim was lost before that write)."""
         state = {"doc": held}
-        lock = threading.Lock()
-        stop = threading.Event()
 
-        def renew() -> None:  # keep the lease while codegen runs
-            while not stop.wait(self.settings.lease_ms / 3000):
-                with lock:
-                    try:
-                        state["doc"] = heartbeat(self.db, DB, state["doc"], self.settings.lease_ms, self.now())
-                    except LedgerError as exc:
-                        log.warning("build %s: could not renew the lease: %s", held["_id"], exc.reason)
-                        return
+        def renew() -> bool:  # a heartbeat: the new revision is the one to finish with
+            try:
+                state["doc"] = heartbeat(self.db, DB, state["doc"], self.settings.lease_ms, self.now())
+                return True
+            except (Conflict, Forbidden) as exc:  # taken back: the finish will say it is stale
+                log.warning("build %s: lost the lease: %s", held["_id"], exc.reason)
+                return False
 
-        beat = threading.Thread(target=renew, name="build-heartbeat", daemon=True)
-        beat.start()
-        try:
-            ran = self._codegen(held)
-        finally:
-            stop.set()
-            beat.join()
+        lease = Lease(renew, self.settings.lease_ms, self.db.clock, until=int(held.get("leaseUntil") or self.now()))
+        with Keeper("build:keeper", tick=min(1.0, self.settings.lease_ms / 3000)) as keeper:
+            outcome = keeper.call(self._codegen, held, lease=lease)
+        if outcome.exception is not None:  # not the command's failure (those it reports): a fault of the lane itself
+            raise outcome.exception
+        ran = outcome.value
         spent = {"tokens": ran.tokens} if ran.tokens is not None else {}
         if ran.tokens:  # counted before the result is written: a crash in between counts twice, never not at all
             try:

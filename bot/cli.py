@@ -7,7 +7,7 @@ import os
 
 import click
 
-from ledger import Env, Ledger, Usage
+from ledger import Env, Usage
 
 from .build import Builder, BuildSettings
 
@@ -40,5 +40,5 @@ def build_run(env: Env, max_jobs: int, as_actor: str) -> None:
     actor = env.actor(None if env.remote else as_actor)
     settings = BuildSettings(command=s.codegen, lease_ms=int(s.build_lease * 1000), timeout_s=s.build_timeout, max_jobs=max_jobs,
                              budget=codegen.daily_token_budget, env=codegen.as_env())
-    builder = Builder(Ledger(env.store, actor), settings, progress=lambda line: click.echo(f"skyhub: {line}", err=True))
+    builder = Builder(env.ledger(actor), settings, progress=lambda line: click.echo(f"skyhub: {line}", err=True))
     click.echo(json.dumps(builder.run(max_jobs)))

@@ -43,6 +43,7 @@ BOT = Product(
     pages="bot.pages:mention_pages",
     nav=(("/console/mentions", "Mention builds"),),
     templates="bot",
+    metrics="bot.metrics:metrics",
 )
 
 CODEGEN = Product(

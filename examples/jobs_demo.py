@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ledger import Feed, Rules, deadletter_machine, open_store  # noqa: E402
+from ledger import SYSTEM, Feed, Rules, deadletter_machine, open_store  # noqa: E402
 from ledger.jobs import JOBS, jobs_handler  # noqa: E402
 from ledger.lease import Sweeper  # noqa: E402
 
@@ -23,7 +23,7 @@ from ledger.lease import Sweeper  # noqa: E402
 def main() -> None:
     rules = Rules([JOBS, deadletter_machine()])
     with tempfile.TemporaryDirectory() as tmp:
-        store = open_store(os.path.join(tmp, "demo.db"), rules)
+        store = open_store(os.path.join(tmp, "demo.db"), rules, SYSTEM)
         crashed: set[str] = set()
 
         def work(key, job, ctx):
@@ -34,8 +34,8 @@ def main() -> None:
                 raise RuntimeError("worker crashed")
             return {"answer": job["input"]["n"] * 2, "key": key}
 
-        feed = Feed(store, [jobs_handler(work, lease_ms=500, backoff=0.05)])
-        sweeper = Sweeper(store, rules, safety_interval=5)
+        feed = Feed(store, [jobs_handler(work, lease_ms=500, backoff=0.05)], clock=SYSTEM)
+        sweeper = Sweeper(store, rules, safety_interval=5, clock=SYSTEM)
         feed.start()
         sweeper.start()
         for n in range(1, 4):

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger import (
-    SYSTEM,
     Clock,
     Context,
     Feed,
@@ -55,8 +54,8 @@ def build_rules(known: Sequence[Product] | None = None) -> Rules:
     return rules
 
 
-def open_app_store(settings: Settings, rules: Rules | None = None, clock: Clock = SYSTEM) -> Store:
-    """The store the settings name, with every product's rules, on ``clock``."""
+def open_app_store(settings: Settings, rules: Rules | None, clock: Clock) -> Store:
+    """The store the settings name, with ``rules`` (None: every product's), on ``clock``."""
     s = settings.store
     rules = rules if rules is not None else build_rules()
     rules.configure(settings.section)  # guards judge writes with the hub's real settings (image hosts, fetch policy)
@@ -133,9 +132,9 @@ class App:
     feed: Feed
     sweeper: Sweeper
     scheduler: Scheduler
+    clock: Clock  # the one clock: the store, the feed, the scheduler, the sweep, the gate and the sessions read it
     ticks: list[Tick] = field(default_factory=list)
     offers: dict[str, Offered] = field(default_factory=dict)  # what each product offers, by name
-    clock: Clock = SYSTEM  # the one clock: the store, the feed, the scheduler, the sweep, the gate and the sessions read it
     stopping: threading.Event = field(default_factory=threading.Event)
     _stopped: threading.Event = field(default_factory=threading.Event)
 
@@ -171,7 +170,7 @@ class App:
 
     def context(self, product: str, actor: str) -> Context:
         """A context for a backend ``actor`` of ``product`` (``tick:vault`` for "verify now")."""
-        return make_context(Ledger(self.store, actor), self.clock, actor.partition(":")[2] or actor, self.services,
+        return make_context(Ledger(self.store, actor, self.clock), actor.partition(":")[2] or actor, self.services,
                             settings=self.settings.section(product))
 
     def notices(self) -> list[str]:
@@ -235,9 +234,9 @@ def tick_help(known: Sequence[Product] | None = None) -> dict[str, str]:
     return out
 
 
-def build_app(settings: Settings, *, services: Services | None = None, clock: Clock = SYSTEM) -> App:
-    """Compose the products the settings configure into one hub process, every part on ``clock``
-    (a fake clock in a test moves them all at once)."""
+def build_app(settings: Settings, *, clock: Clock, services: Services | None = None) -> App:
+    """Compose the products the settings configure into one hub process, every part on ``clock``, which the
+    caller makes (``skyhub``'s entry point: the wall clock; a test: a fake clock, which then moves them all)."""
     known = products()
     rules = build_rules(known)
     store = open_app_store(settings, rules, clock)
@@ -264,4 +263,4 @@ def build_app(settings: Settings, *, services: Services | None = None, clock: Cl
         raise LedgerError(f"two ticks share a name: {sorted(n for n in names if names.count(n) > 1)[0]!r}")
     feed = Feed(store, handlers, clock=clock, lease_ms=int(f.lease * 1000), batch_size=f.batch_size, services=services)
     scheduler = Scheduler(store, ticks, clock=clock, owner=feed.owner, services=services)
-    return App(settings, store, rules, known, services, handlers, feed, sweeper, scheduler, ticks, offers, clock)
+    return App(settings, store, rules, known, services, handlers, feed, sweeper, scheduler, clock, ticks, offers)

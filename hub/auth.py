@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ledger import ADMIN, Invalid, LedgerError, NotFound, Rules, Store
+from ledger import ADMIN, Clock, Invalid, LedgerError, NotFound, Rules, Store
 from ledger.actor import parse_actor
 from ledger.errors import EXIT_FORBIDDEN
 
@@ -88,15 +88,15 @@ def _hash(secret: str) -> str:
 
 
 # ---- operator tokens ---------------------------------------------------------------------
-def add_user(store: Store, name: str) -> str:
-    """Create a token for person ``name`` (actor ``user:<name>``); returns the token, once."""
+def add_user(store: Store, name: str, *, clock: Clock) -> str:
+    """Create a token for person ``name`` (actor ``user:<name>``), made at ``clock``'s time; returns the token, once."""
     _check_name(name, "user")
     token_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     store.put(
         AUTH_DB,
         {"kind": "token", "name": name, "actor": f"user:{name}", "hash": _hash(secret),
-         "createdAt": _now(store), "revokedAt": None},
+         "createdAt": clock.now_ms(), "revokedAt": None},
         f"token:{token_id}", actor="admin", create_only=True,
     )
     return f"skh_{token_id}_{secret}"
@@ -110,13 +110,13 @@ def list_tokens(store: Store) -> list[dict[str, Any]]:
     ]
 
 
-def revoke_token(store: Store, which: str) -> list[str]:
+def revoke_token(store: Store, which: str, *, clock: Clock) -> list[str]:
     """Revoke a token by id, or every token of a person by name. Returns the ids revoked."""
     revoked = []
     for d in _all(store, "token"):
         token_id = d["_id"].split(":", 1)[1]
         if (which in (token_id, d["name"])) and not d.get("revokedAt"):
-            store.put(AUTH_DB, {**d, "revokedAt": _now(store)}, actor="admin")
+            store.put(AUTH_DB, {**d, "revokedAt": clock.now_ms()}, actor="admin")
             revoked.append(token_id)
     if not revoked:
         raise NotFound(f"no active token with id or name {which!r}")
@@ -124,7 +124,7 @@ def revoke_token(store: Store, which: str) -> list[str]:
 
 
 # ---- devices -----------------------------------------------------------------------------
-def approve_device(store: Store, name: str, actor: str, public_key: str) -> dict[str, Any]:
+def approve_device(store: Store, name: str, actor: str, public_key: str, *, clock: Clock) -> dict[str, Any]:
     """Record a device's public key and the actor it acts as (replaces an earlier key)."""
     _check_name(name, "device")
     kind, _ = parse_actor(actor)
@@ -133,7 +133,7 @@ def approve_device(store: Store, name: str, actor: str, public_key: str) -> dict
     raw = decode_public_key(public_key)
     doc = {
         "kind": "device", "name": name, "actor": actor, "publicKey": encode_public_key(raw),
-        "fingerprint": fingerprint(raw), "approvedAt": _now(store), "revokedAt": None,
+        "fingerprint": fingerprint(raw), "approvedAt": clock.now_ms(), "revokedAt": None,
     }
     try:
         head = store.get(AUTH_DB, f"device:{name}")
@@ -150,10 +150,10 @@ def list_devices(store: Store) -> list[dict[str, Any]]:
     ]
 
 
-def revoke_device(store: Store, name: str) -> None:
+def revoke_device(store: Store, name: str, *, clock: Clock) -> None:
     """Revoke device ``name``: its record stays, with ``revokedAt``. NotFound when there is none."""
     doc = store.get(AUTH_DB, f"device:{name}")
-    store.put(AUTH_DB, {**doc, "revokedAt": _now(store)}, actor="admin", if_rev=doc["_rev"])
+    store.put(AUTH_DB, {**doc, "revokedAt": clock.now_ms()}, actor="admin", if_rev=doc["_rev"])
 
 
 def new_device_key() -> Ed25519PrivateKey:
@@ -451,7 +451,3 @@ def _all(store: Store, kind: str) -> list[dict[str, Any]]:
             return out
         after = page.next
 
-
-def _now(store: Store) -> int:
-    clock = getattr(store, "clock", None)
-    return int(clock.now_ms()) if clock is not None else 0

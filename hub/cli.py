@@ -14,10 +14,11 @@ import sys
 
 import click
 
-from ledger import Usage
+from ledger import SYSTEM, Usage
 
 from .cli_access import device, user
 from .cli_db import db
+from .cli_status import status
 from .cliutil import EXIT_ERROR, Group, State, configure_logging, run_main
 
 
@@ -46,7 +47,7 @@ def main(ctx: click.Context, config: str | None, database_url: str | None, hub: 
 
     Example: skyhub db put --db jobs '{"type": "job", "status": "pending", "input": {"n": 1}}'
     """
-    ctx.obj = State(config, database_url, hub, token=token, device=device, device_key_file=key_file)
+    ctx.obj = State(config, database_url, hub, clock=SYSTEM, token=token, device=device, device_key_file=key_file)  # the one clock
     ctx.call_on_close(ctx.obj.close)
 
 
@@ -60,9 +61,9 @@ def run(state: State, host: str | None, port: int | None) -> None:
 
     Example: skyhub run --port 8470
     """
-    from .api import create_api
     from .app import build_app
     from .server import listen, serve
+    from .webapp import create_api
 
     settings = state.settings
     if state.remote:
@@ -71,7 +72,7 @@ def run(state: State, host: str | None, port: int | None) -> None:
     sock = listen(host, port)  # first: a bad address or a taken port is the one line, and nothing started
     state.local_store("skyhub run")
     configure_logging(settings.log_level)
-    app = build_app(settings)
+    app = build_app(settings, clock=state.clock)
     for line in app.notices():  # what the products want said (the vault has no key yet, ...)
         click.echo(f"skyhub: note: {line}", err=True)
 
@@ -105,7 +106,7 @@ def tick_cmd(state: State, name: str) -> None:
 
     state.local_store("skyhub tick")
     configure_logging(state.settings.log_level, command=True)
-    app = build_app(state.settings)
+    app = build_app(state.settings, clock=state.clock)
     try:
         if name not in app.scheduler.ticks:
             known = tick_help()
@@ -121,9 +122,8 @@ def tick_cmd(state: State, name: str) -> None:
         sys.exit(EXIT_ERROR)
 
 
-for group in (db, user, device):
-    main.add_command(group)
-main.add_command(__import__("hub.cli_status", fromlist=["status"]).status)  # skyhub status (hub/cli_status.py)
+for command in (db, user, device, status):
+    main.add_command(command)
 
 
 def entry() -> None:

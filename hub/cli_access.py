@@ -33,7 +33,7 @@ def user_add(state: State, name: str) -> None:
     """
     from .auth import add_user
 
-    token = add_user(state.local_store("skyhub user add"), name)
+    token = add_user(state.local_store("skyhub user add"), name, clock=state.clock)
     click.echo(token)
     click.echo(f"skyhub: token for user:{name} printed once; give it to them as SKYHUB_TOKEN", err=True)
 
@@ -67,7 +67,7 @@ def user_revoke(state: State, which: str) -> None:
     """
     from .auth import revoke_token
 
-    click.echo(json.dumps({"revoked": revoke_token(state.local_store("skyhub user revoke"), which)}))
+    click.echo(json.dumps({"revoked": revoke_token(state.local_store("skyhub user revoke"), which, clock=state.clock)}))
 
 
 @click.group()
@@ -110,7 +110,7 @@ def device_approve(state: State, name: str, as_actor: str, public_key: str) -> N
     """
     from .auth import approve_device
 
-    doc = approve_device(state.local_store("skyhub device approve"), name, as_actor, public_key)
+    doc = approve_device(state.local_store("skyhub device approve"), name, as_actor, public_key, clock=state.clock)
     click.echo(json.dumps({"device": name, "actor": as_actor, "fingerprint": doc["fingerprint"]}))
 
 
@@ -143,5 +143,5 @@ def device_revoke(state: State, name: str) -> None:
     """
     from .auth import revoke_device
 
-    revoke_device(state.local_store("skyhub device revoke"), name)
+    revoke_device(state.local_store("skyhub device revoke"), name, clock=state.clock)
     click.echo(json.dumps({"revoked": name}))

@@ -56,11 +56,11 @@ def _reader(state: State) -> tuple[Callable[[], dict[str, Any]], Callable[[], No
     if state.remote:
         remote: Any = state.store
         # RemoteStore's one request path: retries, error mapping and the credential
-        return (lambda: remote._request("GET", "/v1/overview")), (lambda: None)
+        return (lambda: remote.request("GET", "/v1/overview")), (lambda: None)
     from .app import build_app
     from .console.overview import overview
 
-    app = build_app(state.settings)
+    app = build_app(state.settings, clock=state.clock)
     return (lambda: overview(app)), app.stop
 
 

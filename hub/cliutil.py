@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from ledger import SYSTEM, Change, Context, Documents, Invalid, LedgerError, Store, Usage
+from ledger import Change, Clock, Context, Documents, Invalid, Ledger, LedgerError, Store, Usage
 from ledger.actor import parse_actor
 from ledger.errors import EXIT_CONFLICT, EXIT_ERROR, EXIT_FORBIDDEN, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from ledger.text import cell, iso, table
@@ -49,10 +49,12 @@ class State:
     ``core`` (a few settings read without pydantic) is all a command that reads the ledger
     needs; ``settings`` (every section, validated) loads when a command asks for more. The
     arguments are the global options: ``--config``, ``--database-url``, ``--hub``, and the
-    credentials for a hub (``token``, ``device``, ``device_key_file``)."""
+    credentials for a hub (``token``, ``device``, ``device_key_file``), and the command's ``clock``."""
 
-    def __init__(self, config: str | None, database_url: str | None, hub: str | None = None, **credentials: str | None) -> None:
+    def __init__(self, config: str | None, database_url: str | None, hub: str | None = None, *, clock: Clock,
+                 **credentials: str | None) -> None:
         self.config = config
+        self.clock = clock  # the command's one clock (``skyhub``'s entry point makes it): its writes' times, its contexts
         self.database_url = database_url
         self.hub = hub
         self.credentials = credentials
@@ -94,7 +96,7 @@ class State:
             else:
                 from .app import open_app_store
 
-                self._store = open_app_store(self.settings)
+                self._store = open_app_store(self.settings, None, self.clock)
         return self._store  # type: ignore[no-any-return]
 
     @property
@@ -110,7 +112,7 @@ class State:
                 from ledger import open_store
 
                 c = self.core
-                self._reader = open_store(c.database_url, None, pool_size=c.pool_size or None,
+                self._reader = open_store(c.database_url, None, self.clock, pool_size=c.pool_size or None,
                                           statement_timeout=c.statement_timeout, connect_timeout=c.connect_timeout,
                                           create=False)  # a read creates nothing
         return self._reader  # type: ignore[no-any-return]
@@ -137,9 +139,12 @@ class State:
         """The settings section of product ``name`` (``bot``, ``vault``, ...)."""
         return self.settings.section(name)
 
+    def ledger(self, as_actor: str | None = None) -> Ledger:
+        """The store bound to the command's actor (``actor(as_actor)``), on the command's clock."""
+        return Ledger(self.store, self.actor(as_actor), self.clock)
+
     def context(self, product: str, actor: str) -> Context:
         """A backend context on the local store, as the hub would give ``actor``."""
-        from ledger import Ledger
         from ledger.context import make_context
 
         from .app import services_for
@@ -147,7 +152,7 @@ class State:
         store = self.local_store(f"acting as {actor}")
         if self._services is None:
             self._services = services_for(self.settings)
-        return make_context(Ledger(store, actor), SYSTEM, actor.partition(":")[2], self._services, settings=self.section(product))
+        return make_context(Ledger(store, actor, self.clock), actor.partition(":")[2], self._services, settings=self.section(product))
 
     def _remote_store(self) -> Any:
         from .auth import load_key
@@ -159,7 +164,7 @@ class State:
             auth = TokenAuth(c.token)
         elif c.device:
             key = load_key(name=c.device, hub=c.hub_url, key_file=c.device_key_file or None, key_env=c.device_key or None)
-            auth = DeviceAuth(c.device, key)
+            auth = DeviceAuth(c.device, key, self.clock)
         else:
             raise Usage("a hub needs a credential: --token / SKYHUB_TOKEN for a person, or --device NAME (SKYHUB_DEVICE) with its key")
         return RemoteStore(c.hub_url, auth)

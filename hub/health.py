@@ -5,17 +5,42 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ledger import LedgerError
 from ledger.sql import redact_url
 
 from .worker import Worker
 
-if TYPE_CHECKING:
-    from .app import App
-
 BUDGET_S = 1.0
+
+
+class _Running(Protocol):
+    @property
+    def running(self) -> bool: ...
+
+
+class _Store(Protocol):
+    url: str
+
+
+class Reports(Protocol):
+    """What the probe asks: a full report (``health()``, which may hang with its store), and what it says without one."""
+
+    def health(self) -> dict[str, Any]:
+        """The full report (``App.health``)."""
+
+    @property
+    def store(self) -> _Store:
+        """The store (its URL names it in a degraded report)."""
+
+    @property
+    def feed(self) -> _Running:
+        """The change feed (whether it runs)."""
+
+    @property
+    def scheduler(self) -> _Running:
+        """The scheduler (whether it runs)."""
 
 
 class HealthProbe:
@@ -23,7 +48,7 @@ class HealthProbe:
     check still waiting on the store is joined, not doubled, so a hung store costs one thread.
     ``budget`` is in seconds."""
 
-    def __init__(self, app: App, budget: float = BUDGET_S) -> None:
+    def __init__(self, app: Reports, budget: float = BUDGET_S) -> None:
         self.app = app
         self.budget = budget
         self._worker = Worker("health")

@@ -20,7 +20,7 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from ledger import SYSTEM, BackendError, Change, Clock, Conflict, Forbidden, Invalid, LedgerError, NotFound, Page, TooLarge
+from ledger import BackendError, Change, Clock, Conflict, Forbidden, Invalid, LedgerError, NotFound, Page, TooLarge
 from ledger.actor import parse_actor
 from ledger.document import check_db, check_id
 from ledger.errors import error_class
@@ -60,11 +60,11 @@ class TokenAuth(httpx.Auth):
 
 class DeviceAuth(httpx.Auth):
     """Signs every request as device ``name`` for ``hub`` (the URL the device talks to; a
-    ``RemoteStore`` binds its own URL when none is given)."""
+    ``RemoteStore`` binds its own URL when none is given), with the time ``clock`` says."""
 
     requires_request_body = True
 
-    def __init__(self, name: str, key: Ed25519PrivateKey, clock: Clock = SYSTEM, *, hub: str | None = None) -> None:
+    def __init__(self, name: str, key: Ed25519PrivateKey, clock: Clock, *, hub: str | None = None) -> None:
         self.name = name
         self.hub = canonical_hub(hub) if hub is not None else None
         self._key = key
@@ -99,7 +99,6 @@ class RemoteStore:
 
     def __init__(self, url: str, auth: httpx.Auth, *, timeout: float = 30.0, attempts: int = 4, transport: httpx.BaseTransport | None = None) -> None:
         self.url = url.rstrip("/")
-        self.clock: Clock = SYSTEM
         if isinstance(auth, DeviceAuth):
             auth = auth.for_hub(self.url)  # a device's signature names the hub it is meant for
         self._client = httpx.Client(base_url=self.url, auth=auth, timeout=timeout, transport=transport)

@@ -11,7 +11,7 @@ from .errors import BackendError, Conflict, Forbidden, Invalid, LedgerError, Not
 from .feed import DEADLETTERS, Feed, Handler, deadletter_machine
 from .guards import Guard, GuardContext, attempts_left, attempts_used_up, claim, fresh, guard, lease_expired, renew, same_claim
 from .machine import Edge, InvalidMachine, Machine, Rules
-from .product import Env, Offered, Pages, Policy, Product, Web
+from .product import Env, Metric, Offered, Pages, Policy, Product, Readings, Web
 from .scheduler import Scheduler, Tick, TickEvent, parse_interval
 from .store import (
     Administration,
@@ -34,7 +34,7 @@ __all__ = [
     "ADMIN", "ActorPattern", "Administration", "BackendError", "Batch", "Change", "Clock", "Conflict", "Context",
     "Coordination", "DEADLETTERS", "DEFAULT_URL", "Doc", "Documents", "Edge", "Elsewhere", "Env", "FakeClock", "Feed", "FeedPosition", "Forbidden",
     "Guard", "GuardContext", "Handler", "Index", "Interval", "Invalid", "InvalidMachine", "Ledger", "LedgerError",
-    "Machine", "NotFound", "Offered", "Page", "Pages", "Policy", "Product", "Rules", "SYSTEM", "Scheduler", "Secrets", "Section", "Services", "Web",
+    "Machine", "Metric", "NotFound", "Offered", "Readings", "Page", "Pages", "Policy", "Product", "Rules", "SYSTEM", "Scheduler", "Secrets", "Section", "Services", "Web",
     "StatusCount", "Store",
     "SystemClock", "Tick", "TickEvent", "TickRun", "TooLarge", "Usage", "attempts_left", "attempts_used_up", "claim",
     "deadletter_machine", "device", "fresh", "guard", "handler", "lease_expired", "open_store", "parse_interval",

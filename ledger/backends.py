@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .clock import SYSTEM, Clock
+from .clock import Clock
 from .errors import Invalid, NotFound
 from .machine import Rules
 
@@ -24,11 +24,12 @@ DEFAULT_URL = "sqlite:///skyhub.db"
 
 
 def open_store(
-    url: str | None = None, rules: Rules | None = None, clock: Clock = SYSTEM, *,
+    url: str | None, rules: Rules | None, clock: Clock, *,
     pool_size: int | None = None, statement_timeout: float | None = None, connect_timeout: float | None = None,
     create: bool = True,
 ) -> SQLStore:
-    """Open the store a database URL names (``sqlite:///PATH``, a bare path, or ``postgresql://...``).
+    """Open the store a database URL names (``sqlite:///PATH``, a bare path, or ``postgresql://...``), with
+    ``rules`` (None: none), timing its revisions and leases on ``clock`` (the composition root's).
     ``create=False`` (a command that only reads) refuses a SQLite file that does not exist yet
     instead of making an empty one."""
     url = url or DEFAULT_URL

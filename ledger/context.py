@@ -1,7 +1,7 @@
 """What every tick and handler is given: ``fn(event, ctx)``.
 
 ``ctx.db`` is a ``Ledger`` bound to the tick's or handler's own actor, ``ctx.now()`` reads the
-store's one injected clock, ``ctx.vault`` decrypts for backend actors, ``ctx.http`` is the
+one clock (the composition root's, which the ledger carries too), ``ctx.vault`` decrypts for backend actors, ``ctx.http`` is the
 process's HTTP client (the one transport seam for every platform call), ``ctx.fetch`` the
 guarded fetcher for every URL a client or an operator chose (``platforms.fetcher``), ``ctx.platforms`` says
 where the platforms are (the ``[platforms]`` settings), ``ctx.settings`` is the product's own
@@ -76,7 +76,7 @@ class Context:
     tries: int = 0  # handlers: failed deliveries of this change before this one
 
     def now(self) -> int:
-        """Epoch milliseconds from the store's clock."""
+        """Epoch milliseconds from the one clock."""
         return self.clock.now_ms()
 
     @property
@@ -85,11 +85,9 @@ class Context:
         return self.db.actor
 
 
-def make_context(
-    db: Ledger, clock: Clock, name: str, services: Services | None, *, settings: Any = None, tries: int = 0,
-) -> Context:
-    """A context for ``db.actor`` with what ``services`` provides."""
-    ctx = Context(db=db, clock=clock, name=name, settings=settings, log=logging.getLogger(f"skyhub.{db.actor}"), tries=tries)
+def make_context(db: Ledger, name: str, services: Services | None, *, settings: Any = None, tries: int = 0) -> Context:
+    """A context for ``db.actor``, on ``db``'s clock, with what ``services`` provides."""
+    ctx = Context(db=db, clock=db.clock, name=name, settings=settings, log=logging.getLogger(f"skyhub.{db.actor}"), tries=tries)
     if services is not None:
         if services.vault is not None:
             ctx.vault = services.vault(db)

@@ -6,10 +6,10 @@
 - A handler that raises gets the *same* change again after an exponential backoff (from one
   second); after ``max_tries`` the change goes to a dead-letter document in ``deadletters``
   and the cursor moves on.
-- A handler that runs past its time limit counts as a failed try and is redelivered. A running
-  feed calls handlers on its runner threads (no hand-off per change); its watchdog keeps a long
-  call's batch lease alive and, at the time limit, abandons the runner and starts another.
-  ``drain()`` calls them on a worker thread it can abandon.
+- A handler that runs past its time limit counts as a failed try and is redelivered. Every call
+  runs under the batch's lease (``ledger/keeper.py``): a running feed calls handlers on its
+  runner threads (no hand-off per change), and at the time limit the keeper abandons that
+  runner and starts another; ``drain()`` calls each on a thread of its own that it can leave.
 - The feed wakes on commit: directly for writes in this process, by NOTIFY (PostgreSQL) or a
   datagram on this process's socket in ``<db>.wake/`` (SQLite: ``ledger/wake.py``) for other
   processes. No polling interval sits in the latency (SQLite polls ``data_version`` only as a
@@ -20,23 +20,21 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
 from .actor import handler as handler_actor
 from .actor import user
-from .clock import SYSTEM, Clock
+from .clock import Clock
 from .context import Context, Services, make_context
 from .document import check_db
 from .errors import Conflict, LedgerError
 from .guards import fresh
+from .keeper import Keeper, Lease
 from .machine import Edge, Machine
 from .store import Batch, Change, Elsewhere, Ledger, Store
 
@@ -100,7 +98,7 @@ class Feed:
         store: Store,
         handlers: Sequence[Handler],
         *,
-        clock: Clock = SYSTEM,
+        clock: Clock,
         owner: str | None = None,
         lease_ms: int = 10_000,
         batch_size: int = 10,
@@ -117,12 +115,11 @@ class Feed:
         self.idle_interval = idle_interval
         self._stop = threading.Event()
         self._wakes = {h.cursor: threading.Event() for h in self.handlers}
-        self._workers: dict[str, _Worker] = {}
         self._threads: list[threading.Thread] = []
-        self._calls: dict[threading.Thread, _Call] = {}  # handler calls in progress on runner threads
-        self._calls_lock = threading.Lock()
+        self._threads_lock = threading.Lock()
         self._runner = threading.local()  # .inline: this thread is a runner started by start()
-        self._watchdog: threading.Thread | None = None
+        # every handler call runs under its batch's lease; a look at them every 5-50 ms (a third of the lease at most)
+        self._keeper = Keeper("feed:keeper", tick=max(0.005, min(0.05, lease_ms / 3000)))
         self._unsubscribe: Callable[[], None] | None = None
         self.delivered = 0
 
@@ -132,35 +129,32 @@ class Feed:
         self._unsubscribe = self.store.subscribe(self._on_commit, hints=True)
         for h in self.handlers:
             self._spawn(h, None)
-        self._watchdog = threading.Thread(target=self._watch, name="feed:watchdog", daemon=True)
-        self._watchdog.start()
 
-    def _spawn(self, h: Handler, resume: _Call | None) -> None:
+    def _spawn(self, h: Handler, resume: _Resume | None) -> None:
         """A runner thread for ``h``; ``resume``: first finish the batch whose call timed out."""
         t = threading.Thread(target=self._run, args=(h, resume), name=f"feed:{h.cursor}", daemon=True)
-        with self._calls_lock:
+        with self._threads_lock:
             self._threads = [x for x in self._threads if x.is_alive()]
             self._threads.append(t)
         t.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the runners (each finishes the call it is in) and the watchdog."""
+        """Stop the runners (each finishes the call it is in) and the keeper."""
         self._stop.set()
         for event in self._wakes.values():
             event.set()
-        with self._calls_lock:
+        with self._threads_lock:
             threads = list(self._threads)
         for t in threads:
             t.join(timeout)
-        if self._watchdog is not None:
-            self._watchdog.join(timeout)
+        self._keeper.close(timeout)
         if self._unsubscribe:
             self._unsubscribe()
 
     @property
     def running(self) -> bool:
         """Whether any runner thread is alive (one whose handler call was abandoned is not counted)."""
-        with self._calls_lock:
+        with self._threads_lock:
             return any(t.is_alive() for t in self._threads)
 
     def _on_commit(self, change: Change | Elsewhere | None) -> None:
@@ -168,12 +162,12 @@ class Feed:
             if change is None or h.wants(change):
                 self._wakes[h.cursor].set()
 
-    def _run(self, h: Handler, resume: _Call | None = None) -> None:
+    def _run(self, h: Handler, resume: _Resume | None = None) -> None:
         wake = self._wakes[h.cursor]
         self._runner.inline = True
         try:
             if resume is not None:
-                self._deliver_batch(h, resume.batch, failed=(resume.change.seq, resume.error))
+                self._deliver_batch(h, resume.batch, failed=(resume.seq, resume.error), lease=resume.lease)
         except _Abandoned:
             return
         except LedgerError as exc:
@@ -224,10 +218,12 @@ class Feed:
         self._deliver_batch(h, batch)
         return batch.taken or len(batch.changes) >= self.batch_size
 
-    def _deliver_batch(self, h: Handler, batch: Batch, failed: tuple[int, str] | None = None) -> None:
+    def _deliver_batch(self, h: Handler, batch: Batch, failed: tuple[int, str] | None = None,
+                       lease: Lease | None = None) -> None:
         """Deliver ``batch`` from ``batch.pos`` on; ``failed``: (seq, error) of a call that
-        already failed at ``batch.tries`` (a timed-out call, taken over by a new thread)."""
-        lease_until = self.clock.now_ms() + self.lease_ms
+        already failed at ``batch.tries`` (a timed-out call, taken over by a new thread, with its ``lease``)."""
+        if lease is None:
+            lease = Lease(lambda: self.store.feed_renew(batch, self.owner, self.lease_ms), self.lease_ms, self.clock)
         for change in batch.changes:
             if change.seq < batch.pos:
                 continue  # delivered before a failure recorded further on
@@ -237,7 +233,7 @@ class Feed:
                 if failed is not None and failed[0] == change.seq:
                     error, failed = failed[1], None
                 else:
-                    error, lease_until = self._deliver(h, batch, change, tries, lease_until)
+                    error = self._deliver(h, batch, change, tries, lease)
                 if error is None:
                     self.delivered += 1
                     break
@@ -252,121 +248,51 @@ class Feed:
                     self._dead_letter(h, change, error, tries)
                     break
                 batch.pos, batch.tries = change.seq, tries
-                if not self.store.feed_renew(batch, self.owner, self.lease_ms):
+                if not lease.renew():  # records the failed try with the batch
                     return
-                delay = h.backoff * 2 ** (tries - 1)
-                renewed = self._wait(batch, delay, self.clock.now_ms() + self.lease_ms)
-                if renewed is None:
+                if not self._wait(h.backoff * 2 ** (tries - 1), lease):
                     return  # lost the lease: another consumer has the batch now
                 if self._stop.is_set():
                     self.store.feed_renew(batch, self.owner, -1)  # hand it back at once
                     return
-                lease_until = renewed
         self.store.feed_finish(batch, self.owner)
 
-    def _wait(self, batch: Batch, seconds: float, lease_until: int) -> int | None:
-        """Sleep ``seconds`` (wakes on stop) while keeping the batch's lease alive."""
+    def _wait(self, seconds: float, lease: Lease) -> bool:
+        """Sleep ``seconds`` (wakes on stop) while keeping the batch's lease; False when it was lost."""
         end = time.monotonic() + seconds
         while not self._stop.is_set():
             left = end - time.monotonic()
             if left <= 0:
                 break
             self._stop.wait(min(left, self.lease_ms / 3000))
-            if lease_until - self.clock.now_ms() < self.lease_ms / 2:
-                if not self.store.feed_renew(batch, self.owner, self.lease_ms):
-                    return None
-                lease_until = self.clock.now_ms() + self.lease_ms
-        return lease_until
+            if not lease.keep():
+                return False
+        return True
 
-    def _deliver(self, h: Handler, batch: Batch, change: Change, tries: int, lease_until: int) -> tuple[str | None, int]:
-        ctx = make_context(Ledger(self.store, h.actor), self.clock, h.name, self.services, settings=h.settings, tries=tries)
-        if getattr(self._runner, "inline", False):
-            return self._deliver_inline(h, batch, change, tries, lease_until, ctx)
-        worker = self._workers.get(h.cursor)
-        if worker is None:
-            worker = self._workers[h.cursor] = _Worker(h.cursor)
-        future = worker.submit(h.fn, change, ctx)
-        deadline = time.monotonic() + h.timeout
-        while True:
-            wait = max(0.001, min(deadline - time.monotonic(), self.lease_ms / 3000))
-            try:
-                future.result(timeout=wait)
-                return None, lease_until
-            except FutureTimeout:
-                now = self.clock.now_ms()
-                if time.monotonic() >= deadline:
-                    worker.abandon()
-                    del self._workers[h.cursor]
-                    return f"timed out after {h.timeout:g} s", lease_until
-                if lease_until - now < self.lease_ms / 2:
-                    batch.pos, batch.tries = change.seq, tries
-                    if not self.store.feed_renew(batch, self.owner, self.lease_ms):
-                        log.warning("handler %s: lost the batch lease while a change was running", h.name)
-                        return _LOST, lease_until
-                    lease_until = now + self.lease_ms
-            except Exception as exc:  # the handler's own failure: redeliver
-                return f"{type(exc).__name__}: {exc}"[:2000], lease_until
+    def _deliver(self, h: Handler, batch: Batch, change: Change, tries: int, lease: Lease) -> str | None:
+        """One call of the handler under the batch's lease: None, its failure, or _LOST. A runner started by
+        ``start()`` calls it itself; past its time limit the keeper starts another runner, which counts the
+        call as a failed try and goes on, and this thread ends (_Abandoned) whenever the call returns."""
+        ctx = make_context(Ledger(self.store, h.actor, self.clock), h.name, self.services, settings=h.settings, tries=tries)
+        batch.pos, batch.tries = change.seq, tries  # what a renewal records of the batch's progress
+        inline = bool(getattr(self._runner, "inline", False))
+        me = threading.current_thread()
 
-    # ---- handler calls on the runner thread ------------------------------------------
-    # A runner started by start() calls the handler itself: a hand-off to another thread and
-    # back per change is two thread wake-ups on the way from a commit to the handler. The
-    # watchdog keeps the batch's lease alive during a long call and, when a call outlives the
-    # handler's timeout, abandons that thread (it ends, doing nothing more, if the call ever
-    # returns) and starts a new runner that counts the call as a failed try and goes on.
-    def _deliver_inline(
-        self, h: Handler, batch: Batch, change: Change, tries: int, lease_until: int, ctx: Context,
-    ) -> tuple[str | None, int]:
-        call = _Call(h, batch, change, tries, lease_until, time.monotonic() + h.timeout)
-        with self._calls_lock:
-            self._calls[call.thread] = call
-        error = None
-        try:
-            h.fn(change, ctx)
-        except Exception as exc:  # the handler's own failure: redeliver
-            error = f"{type(exc).__name__}: {exc}"[:2000]
-        finally:
-            with self._calls_lock:
-                if self._calls.get(call.thread) is call:
-                    del self._calls[call.thread]
-        if call.abandoned:
-            raise _Abandoned
-        if call.lost:
-            log.warning("handler %s: lost the batch lease while a change was running", h.name)
-            return _LOST, call.lease_until
-        return error, call.lease_until
-
-    def _watch(self) -> None:
-        """Renew the leases of long inline calls; take over from calls past their timeout."""
-        tick = max(0.005, min(0.05, self.lease_ms / 3000))
-        while not self._stop.wait(tick):
-            with self._calls_lock:
-                calls = list(self._calls.values())
-            for call in calls:
-                try:
-                    self._check(call)
-                except LedgerError as exc:
-                    log.warning("feed %s: %s", call.h.cursor, exc.reason)
-
-    def _check(self, call: _Call) -> None:
-        if time.monotonic() >= call.deadline:
-            with self._calls_lock:
-                if self._calls.get(call.thread) is not call:
-                    return  # it returned meanwhile
-                del self._calls[call.thread]
-                call.abandoned = True
-                self._threads = [t for t in self._threads if t is not call.thread]
-            call.error = f"timed out after {call.h.timeout:g} s"
-            call.batch.pos, call.batch.tries = call.change.seq, call.tries
+        def take_over() -> None:  # from the keeper's thread, at the time limit
+            with self._threads_lock:
+                self._threads = [t for t in self._threads if t is not me]
+            batch.pos, batch.tries = change.seq, tries
             if not self._stop.is_set():
-                self._spawn(call.h, call)
-            return
-        now = self.clock.now_ms()
-        if not call.lost and call.lease_until - now < self.lease_ms / 2:
-            call.batch.pos, call.batch.tries = call.change.seq, call.tries
-            if self.store.feed_renew(call.batch, self.owner, self.lease_ms):
-                call.lease_until = now + self.lease_ms
-            else:
-                call.lost = True
+                self._spawn(h, _Resume(batch, change.seq, f"timed out after {h.timeout:g} s", lease))
+
+        outcome = self._keeper.call(h.fn, change, ctx, lease=lease, timeout=h.timeout, inline=inline,
+                                    on_abandon=take_over if inline else None, thread_name=f"handler:{h.cursor}")
+        if outcome.abandoned:
+            raise _Abandoned
+        if outcome.lost:
+            log.warning("handler %s: lost the batch lease while a change was running", h.name)
+            return _LOST
+        return outcome.error
 
     def _dead_letter(self, h: Handler, change: Change, error: str, tries: int) -> None:
         body = {
@@ -392,45 +318,11 @@ class _Abandoned(BaseException):
     """Ends a runner thread whose handler call ran past its time (another runner took over)."""
 
 
-class _Call:
-    """A handler call in progress on a runner thread, as the watchdog sees it."""
+@dataclass
+class _Resume:
+    """A batch whose handler call timed out on a runner thread, for the runner that takes over."""
 
-    __slots__ = ("h", "batch", "change", "tries", "lease_until", "deadline", "thread", "abandoned", "lost", "error")
-
-    def __init__(self, h: Handler, batch: Batch, change: Change, tries: int, lease_until: int, deadline: float) -> None:
-        self.h, self.batch, self.change, self.tries = h, batch, change, tries
-        self.lease_until, self.deadline = lease_until, deadline
-        self.thread = threading.current_thread()
-        self.abandoned = False
-        self.lost = False
-        self.error = ""
-
-
-class _Worker:
-    """One daemon thread running a handler's calls for ``drain()``, so a hung call can be abandoned."""
-
-    def __init__(self, name: str) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Future[None], Callable[..., None], tuple[object, ...]] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name=f"handler:{name}", daemon=True)
-        self._thread.start()
-
-    def submit(self, fn: Callable[..., None], *args: object) -> Future[None]:
-        future: Future[None] = Future()
-        self._jobs.put((future, fn, args))
-        return future
-
-    def abandon(self) -> None:
-        self._jobs.put(None)
-
-    def _loop(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            future, fn, args = job
-            try:
-                fn(*args)
-            except BaseException as exc:  # noqa: BLE001 - handed to the feed
-                future.set_exception(exc)
-            else:
-                future.set_result(None)
+    batch: Batch
+    seq: int
+    error: str
+    lease: Lease

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .clock import SYSTEM, Clock
+from .clock import Clock
 from .errors import Conflict, Forbidden, LedgerError
 from .guards import lease_expired
 from .machine import Machine, Rules
@@ -73,11 +73,11 @@ def finish(db: Ledger, dbname: str, held: Doc, status: str, **fields: Any) -> Do
 class Sweeper:
     """Returns expired leases to the pool (or to failure) for every machine that says how."""
 
-    def __init__(self, store: Store, rules: Rules, *, clock: Clock = SYSTEM, safety_interval: float = 30.0) -> None:
+    def __init__(self, store: Store, rules: Rules, *, clock: Clock, safety_interval: float = 30.0) -> None:
         self.store = store
         self.clock = clock
         self.safety_interval = safety_interval
-        self.db = Ledger(store, SWEEP_ACTOR)
+        self.db = Ledger(store, SWEEP_ACTOR, clock)
         self.plans = [(m, _sweep_edges(m)) for m in rules.machines]
         self.plans = [(m, edges) for m, edges in self.plans if edges]
         self.leased_states = {(m.db, s) for m, edges in self.plans for e in edges for s in e.src}

@@ -36,7 +36,7 @@ import psycopg.errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from .clock import SYSTEM, Clock
+from .clock import Clock
 from .document import decode
 from .errors import BackendError, Conflict, Invalid, LedgerError
 from .heads import Heads
@@ -80,7 +80,7 @@ class PostgresStore(SQLStore):
     q = compile_queries(POSTGRES, POSTGRES_TEXTS)
 
     def __init__(
-        self, url: str, rules: Rules | None = None, clock: Clock = SYSTEM, *,
+        self, url: str, rules: Rules | None, clock: Clock, *,
         pool_size: int = POOL_SIZE, statement_timeout: float = STATEMENT_TIMEOUT, connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         super().__init__(url, rules, clock)
@@ -223,7 +223,7 @@ class PostgresStore(SQLStore):
         """Check against the head this process knows (or reads), then write in one statement
         that commits only if the head is still that one; else check again against the head
         the statement returns. Messages and outcomes are those of the locked write."""
-        now = self.clock.now_ms()
+        now = self._clock.now_ms()
         known = self._heads.get(db, id)
         head: Head | None = None
         sure = False  # whether ``head`` was read from the database (not guessed)
@@ -265,7 +265,7 @@ class PostgresStore(SQLStore):
         self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10, *, skip_actor: str | None = None,
     ) -> Batch | None:
         """Lease the next batch of ``handler``'s changes in one statement (see ``SQLStore.feed_claim``)."""
-        now = self.clock.now_ms()
+        now = self._clock.now_ms()
         args = {
             "handler": handler, "dbs": list(dict.fromkeys(dbs)), "owner": owner, "now": now, "until": now + lease_ms,
             "n": batch, "skip": skip_actor or "", "max": MAX_LIMIT,
@@ -284,7 +284,7 @@ class PostgresStore(SQLStore):
     def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool:
         """Extend a batch's lease and record its progress, in one statement."""
         args = {
-            "handler": batch.handler, "after": batch.after, "owner": owner, "until": self.clock.now_ms() + lease_ms,
+            "handler": batch.handler, "after": batch.after, "owner": owner, "until": self._clock.now_ms() + lease_ms,
             "tries": batch.tries, "pos": batch.pos,
         }
         with self._op() as cur:

@@ -4,7 +4,7 @@ Each product package (``vault``, ``bot``, ``publishers``, and the engine's own r
 exports a ``Product``: its machines, who may write its free-form databases, the fields its
 ticks and handlers query (so indexes are declared, never a side effect of a read), its
 settings section, its ticks and handlers (built from that section, and only when the product
-is configured), its CLI groups and its HTTP routes. The hub composes the products and holds no
+is configured), its CLI groups, its HTTP routes, its console pages and its metrics. The hub composes the products and holds no
 product logic.
 
 Keep the module that declares a product light: the ``ticks``/``handlers`` factories import
@@ -25,15 +25,16 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from .actor import ActorPattern
+from .clock import Clock
 from .context import Context
 from .document import check_db, check_field
 from .feed import Handler
 from .machine import Machine, Rules
 from .scheduler import Tick
-from .store import Documents, Store
+from .store import Documents, Ledger, StatusCount, Store
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,13 @@ class Env(Protocol):
 
     def actor(self, as_actor: str | None = None) -> str:
         """Who the command writes as: ``--as``, the settings, or (over a hub) the credential."""
+
+    @property
+    def clock(self) -> Clock:
+        """The command's clock (the CLI's composition root makes it)."""
+
+    def ledger(self, as_actor: str | None = None) -> Ledger:
+        """The store bound to the command's actor (``actor(as_actor)``), on the command's clock."""
 
     def section(self, name: str) -> Any:
         """A product's settings section."""
@@ -84,6 +92,13 @@ class Web(Protocol):
     def principal(self) -> Callable[..., Any]:
         """The FastAPI dependency: the authenticated principal (``.actor``)."""
 
+    @property
+    def clock(self) -> Clock:
+        """The hub's one clock."""
+
+    def ledger(self, actor: str) -> Ledger:
+        """The hub's store bound to ``actor`` (the principal's), on the hub's clock."""
+
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Await ``fn(*args, **kwargs)`` in the API's threads (store calls never run on the event loop)."""
 
@@ -105,6 +120,13 @@ class Pages(Protocol):
     @property
     def settings(self) -> Any:
         """The hub's settings."""
+
+    @property
+    def clock(self) -> Clock:
+        """The hub's one clock."""
+
+    def ledger(self, actor: str) -> Ledger:
+        """The hub's store bound to ``actor`` (the signed-in person's), on the hub's clock: the machines judge its writes."""
 
     def page(self, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """The handler, sending a person without a session to sign in and answering a refused form."""
@@ -151,6 +173,31 @@ class Offered:
     overview: Callable[[Store], dict[str, Any]] | None = None  # more of the overview's data (the probes' table)
 
 
+@dataclass(frozen=True)
+class Metric:
+    """One metric family a product adds to ``/metrics`` (the hub writes it in Prometheus's text format):
+    ``kind`` "gauge" or "counter" (a counter's samples are written as ``<name>_total``), ``samples`` the
+    label values (one per name in ``labels``) and the value of each."""
+
+    name: str
+    help: str
+    kind: Literal["gauge", "counter"] = "gauge"
+    labels: tuple[str, ...] = ()
+    samples: Sequence[tuple[tuple[str, ...], float]] = ()
+
+
+class Readings(Protocol):
+    """What a product's metrics are read from on each scrape of ``/metrics``: bookkeeping the hub
+    already keeps, cheap to read (no table scans)."""
+
+    def counts(self) -> Sequence[StatusCount]:
+        """Live documents by database, kind and status (``store.counts()``, read once a scrape; empty when the store failed)."""
+
+    def outcomes(self) -> Sequence[tuple[str, str, str, int]]:
+        """(machine name, platform, status, count) of every write that put a document in a terminal or failed
+        state, read from the change log since the hub started (``platform``: the document's, or "")."""
+
+
 def _none(section: Any) -> Sequence[Any]:
     return ()
 
@@ -176,6 +223,7 @@ class Product:
     nav: Sequence[tuple[str, str]] = ()  # (path, label) of its pages in the console's navigation
     templates: str | None = None  # the package whose templates/ folder holds its pages' templates
     doc_actions: str | None = None  # "module:function": function(db, doc, actor, machine) -> [(to, label, form URL)], or None
+    metrics: str | None = None  # "module:function": function(readings: Readings) -> [Metric], called on every scrape of /metrics
     private: Mapping[str, str] = field(default_factory=dict)  # db -> why the documents API does not reach it
     redact: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # db -> fields no change stream or page shows
 
@@ -207,6 +255,14 @@ class Product:
         module, _, name = self.pages.partition(":")
         routes: list[Any] = list(getattr(importlib.import_module(module), name)(pages))
         return routes
+
+    def metric_reader(self) -> Callable[[Readings], Sequence[Metric]] | None:
+        """The product's metrics function (``metrics``), or None."""
+        if self.metrics is None:
+            return None
+        module, _, name = self.metrics.partition(":")
+        found: Callable[[Readings], Sequence[Metric]] = getattr(importlib.import_module(module), name)
+        return found
 
     def actions(self) -> Callable[..., Any] | None:
         """The product's document actions for the console's document page, or None."""

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .actor import tick as tick_actor
-from .clock import SYSTEM, Clock
+from .clock import Clock
 from .context import Context, Services, make_context
 from .errors import Invalid, LedgerError
 from .store import Ledger, Store
@@ -78,7 +78,7 @@ class Tick:
 class Scheduler:
     """Runs ticks on their epoch-aligned slots; each slot is claimed once across processes."""
     def __init__(
-        self, store: Store, ticks: Sequence[Tick], *, clock: Clock = SYSTEM, owner: str | None = None,
+        self, store: Store, ticks: Sequence[Tick], *, clock: Clock, owner: str | None = None,
         services: Services | None = None,
     ) -> None:
         self.store = store
@@ -90,7 +90,7 @@ class Scheduler:
 
     def context(self, t: Tick) -> Context:
         """The context a run of ``t`` gets (its Ledger, clock, settings, services)."""
-        return make_context(Ledger(self.store, t.actor), self.clock, t.name, self.services, settings=t.settings)
+        return make_context(Ledger(self.store, t.actor, self.clock), t.name, self.services, settings=t.settings)
 
     def scheduled_time(self, t: Tick, now_ms: int | None = None) -> datetime:
         """The latest epoch-aligned slot at or before now: the same in every process."""

@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 from .actor import parse_actor
-from .clock import SYSTEM, Clock
+from .clock import Clock
 from .document import (
     ID_MAX,
     check_cursor,
@@ -70,10 +70,10 @@ class SQLStore:
     dialect: ClassVar[Dialect]
     q: ClassVar[Queries]
 
-    def __init__(self, url: str, rules: Rules | None = None, clock: Clock = SYSTEM) -> None:
+    def __init__(self, url: str, rules: Rules | None, clock: Clock) -> None:
         self.url = url
         self.rules = rules if rules is not None else Rules()
-        self.clock = clock
+        self._clock = clock  # its own: revisions' and leases' times (nobody reads the time through a store)
         self._listeners: list[tuple[Callable[[Any], None], bool]] = []
         self._listeners_lock = threading.Lock()
         self.catalog = IndexCatalog(self.dialect, self.q)
@@ -120,7 +120,7 @@ class SQLStore:
                 continue
             try:  # each in its own transaction: a document that cannot be indexed must not stop a start
                 with self._schema_tx() as cur:
-                    self.catalog.create(cur, db, field, "declared", self.clock.now_ms())
+                    self.catalog.create(cur, db, field, "declared", self._clock.now_ms())
             except LedgerError as exc:
                 log.error("index on %s.%s could not be made (queries on it scan): %s", db, field, exc.reason,
                           extra={"db": db, "field": field})
@@ -142,7 +142,7 @@ class SQLStore:
         if field == "status":
             return BUILTIN
         with self._schema_tx() as cur:
-            self.catalog.create(cur, db, field, "admin", self.clock.now_ms())
+            self.catalog.create(cur, db, field, "admin", self._clock.now_ms())
         return next(i for i in self.indexes() if (i.db, i.field) == (db, field))
 
     def drop_index(self, db: str, field: str) -> None:
@@ -256,7 +256,7 @@ class SQLStore:
         self, db: str, id: str, body: Doc, text: str, actor: str,
         if_rev: str | None, create_only: bool, deleted: bool,
     ) -> Doc:
-        now = self.clock.now_ms()
+        now = self._clock.now_ms()
         key = {"db": db, "id": id}
         with self._tx() as cur:
             cur.execute(self.q.head, key)
@@ -435,7 +435,7 @@ class SQLStore:
 
         With ``skip_actor``, changes written by that actor are not delivered and the cursor
         moves past them (a claim that finds only such changes passes them and returns None)."""
-        now = self.clock.now_ms()
+        now = self._clock.now_ms()
         h = {"handler": handler}
         skip = skip_actor or ""
         with self._tx(bookkeeping=True) as cur:
@@ -483,7 +483,7 @@ class SQLStore:
 
     def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool:
         """Extend the batch's lease and record its progress (``pos``, ``tries``); False if the lease was lost."""
-        now = self.clock.now_ms()
+        now = self._clock.now_ms()
         with self._tx(bookkeeping=True) as cur:
             cur.execute(self.q.lease_renew, {
                 "until": now + lease_ms, "tries": batch.tries, "pos": batch.pos,
@@ -533,7 +533,7 @@ class SQLStore:
     # ---- tick runs -----------------------------------------------------------------
     def claim_tick_run(self, tick: str, scheduled_at: int, owner: str) -> bool:
         """Claim one slot of a tick for ``owner``; False if another process has it."""
-        now = self.clock.now_ms()
+        now = self._clock.now_ms()
         with self._tx(bookkeeping=True) as cur:
             cur.execute(self.q.tick_claim, {"tick": tick, "at": scheduled_at, "owner": owner, "now": now})
             won = cur.rowcount == 1
@@ -544,7 +544,7 @@ class SQLStore:
     def finish_tick_run(self, tick: str, scheduled_at: int, outcome: str, error: str | None = None) -> None:
         """Record how a tick run ended (``ok`` or ``error`` with the reason)."""
         with self._tx(bookkeeping=True) as cur:
-            cur.execute(self.q.tick_finish, {"now": self.clock.now_ms(), "outcome": outcome, "error": error, "tick": tick, "at": scheduled_at})
+            cur.execute(self.q.tick_finish, {"now": self._clock.now_ms(), "outcome": outcome, "error": error, "tick": tick, "at": scheduled_at})
 
     def tick_runs(self, tick: str | None = None, limit: int = 20) -> list[TickRun]:
         """The latest tick runs (of ``tick`` only, if given), newest first."""
@@ -563,7 +563,7 @@ class SQLStore:
         """
         if not isinstance(key, str) or not key or len(key) > ID_MAX or "\x00" in key or not (key.isascii() or _encodable(key)):
             raise Invalid(f"a once-key must be valid text of 1-{ID_MAX} characters without NUL")
-        now = self.clock.now_ms()
+        now = self._clock.now_ms()
         with self._tx() as cur:
             cur.execute(self.q.once_purge, {"now": now})
             cur.execute(self.q.once_use, {"key": key, "expires": expires_at})

@@ -20,10 +20,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from .checkpoint import WAL_LIMIT, WalBound
-from .clock import SYSTEM, Clock
+from .clock import Clock
 from .errors import BackendError, Invalid, LedgerError
 from .machine import Rules
 from .schema import SQLITE, compile_queries
@@ -40,15 +40,70 @@ WAKE_ENV = "SKYHUB_SQLITE_WAKE"
 WAKE_MODES = ("sockets", "poll")
 
 
-class SQLiteStore(SQLStore):
-    """The embedded store: one SQLite file in WAL mode, shared by this process's threads
-    through a bounded pool and by other processes through SQLite's own locks."""
+class Connections(Protocol):
+    """Where a SQLite store borrows a connection for one operation (``get``) and gives it back (``put``)."""
+
+    def get(self) -> sqlite3.Connection:
+        """A connection for this thread's operation alone; BackendError when none comes free in time."""
+
+    def put(self, conn: sqlite3.Connection, broken: bool = False) -> None:
+        """Give the connection back (``broken``: it failed to roll back)."""
+
+
+class SQLiteBase(SQLStore):
+    """What every SQLite store shares, wherever its database lives: SQLite's dialect, its
+    transactions (``BEGIN IMMEDIATE``, with the short retries of ``_retry_busy``) and its errors
+    translated once (``_Cursor``). A subclass provides ``_pool`` (``Connections``); the file store
+    below adds wake-ups for other processes and the WAL's bound, the test kit's in-memory store
+    (``skyhub_testkit.memory``) one connection that every store on its database shares."""
 
     dialect = SQLITE
     q = compile_queries(SQLITE)
+    _pool: Connections
+
+    def _op(self) -> _Lease:
+        return _Lease(self._pool)
+
+    @contextmanager
+    def _tx(self, bookkeeping: bool = False) -> Iterator[Any]:
+        # Other writers (threads or processes) are waited for by _retry_busy: short retries
+        # rather than SQLite's growing sleeps. (A Python lock for this process's threads was
+        # measured slower: docs/benchmarks.md.)
+        conn = self._pool.get()
+        broken = False
+        try:
+            cur = _Cursor(conn.cursor())
+            cur.execute("BEGIN IMMEDIATE")  # waits (briefly, repeatedly) while another process writes
+            try:
+                yield cur
+            except BaseException:
+                broken = not _rollback(conn)
+                raise
+            try:
+                _retry_busy(lambda: conn.execute("COMMIT"))
+            except BackendError as exc:
+                broken = not _rollback(conn)
+                raise BackendError(f"SQLite commit failed: {exc.reason}") from exc
+        finally:
+            self._pool.put(conn, broken=broken)
+
+    _schema_tx = _tx
+
+    def _missing_index(self, exc: BackendError) -> bool:
+        return "no such index" in str(exc.__cause__ or "")
+
+    def _db_list(self, dbs: Any) -> Any:
+        return json.dumps(list(dbs))
+
+
+class SQLiteStore(SQLiteBase):
+    """The embedded store: one SQLite file in WAL mode, shared by this process's threads
+    through a bounded pool and by other processes through SQLite's own locks."""
+
+    _pool: _Pool
 
     def __init__(
-        self, path: str, rules: Rules | None = None, clock: Clock = SYSTEM, *,
+        self, path: str, rules: Rules | None, clock: Clock, *,
         pool_size: int = POOL_SIZE, wake: str = "sockets", poll_interval: float | None = None,
         wal_limit: int = WAL_LIMIT,
     ) -> None:
@@ -89,40 +144,6 @@ class SQLiteStore(SQLStore):
             conn.close()
             raise BackendError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         return conn
-
-    def _op(self) -> _Lease:
-        return _Lease(self._pool)
-
-    @contextmanager
-    def _tx(self, bookkeeping: bool = False) -> Iterator[Any]:
-        # Other writers (threads or processes) are waited for by _retry_busy: short retries
-        # rather than SQLite's growing sleeps. (A Python lock for this process's threads was
-        # measured slower: docs/benchmarks.md.)
-        conn = self._pool.get()
-        broken = False
-        try:
-            cur = _Cursor(conn.cursor())
-            cur.execute("BEGIN IMMEDIATE")  # waits (briefly, repeatedly) while another process writes
-            try:
-                yield cur
-            except BaseException:
-                broken = not _rollback(conn)
-                raise
-            try:
-                _retry_busy(lambda: conn.execute("COMMIT"))
-            except BackendError as exc:
-                broken = not _rollback(conn)
-                raise BackendError(f"SQLite commit failed: {exc.reason}") from exc
-        finally:
-            self._pool.put(conn, broken=broken)
-
-    _schema_tx = _tx
-
-    def _missing_index(self, exc: BackendError) -> bool:
-        return "no such index" in str(exc.__cause__ or "")
-
-    def _db_list(self, dbs: Any) -> Any:
-        return json.dumps(list(dbs))
 
     # ---- after a commit: checkpoints, and wake-ups for other processes --------------
     def _committed(self) -> None:
@@ -289,7 +310,7 @@ class _Lease:
 
     __slots__ = ("_pool", "_conn")
 
-    def __init__(self, pool: _Pool) -> None:
+    def __init__(self, pool: Connections) -> None:
         self._pool = pool
 
     def __enter__(self) -> _Cursor:
@@ -395,7 +416,7 @@ class _Pool:
         return self._count - len(self._idle)
 
 
-def open_sqlite(path: str, rules: Rules | None = None, clock: Clock = SYSTEM, *, pool_size: int = POOL_SIZE) -> SQLiteStore:
+def open_sqlite(path: str, rules: Rules | None, clock: Clock, *, pool_size: int = POOL_SIZE) -> SQLiteStore:
     """Open (or create) the SQLite store at ``path``; SKYHUB_SQLITE_WAKE=poll turns the wake-up sockets off."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):

@@ -143,15 +143,16 @@ class FeedPosition:
 
 
 class Documents(Protocol):
-    """Documents with revisions, the audit history and the change log, and the store's clock.
+    """Documents with revisions, the audit history and the change log.
 
     Everything a product, a CLI command or a remote client needs; the remote backend (the
     hub's API over HTTP) implements all of it. Writes take the acting actor explicitly: use
-    ``Ledger`` to bind one.
+    ``Ledger`` to bind one. A local store times its revisions and leases on the clock it was
+    opened with, and keeps it to itself: whoever needs the time is given the clock (a
+    ``Ledger``, a ``Context``), never the store's.
     """
 
     url: str
-    clock: Clock
 
     def get(self, db: str, id: str) -> Doc:
         """The live document; NotFound if it does not exist or was deleted."""
@@ -244,15 +245,18 @@ class Store(Documents, Coordination, Administration, Protocol):
 
 
 class Ledger:
-    """Documents bound to one actor: what ticks and handlers get as ``ctx.db``."""
+    """Documents bound to one actor, on the one clock: what ticks and handlers get as ``ctx.db``
+    (made by the hub's parts, the console's pages, the API's routes and the CLI, each with the
+    clock the composition root gave them)."""
 
-    def __init__(self, store: Documents, actor: str) -> None:
+    def __init__(self, store: Documents, actor: str, clock: Clock) -> None:
         self.store = store
         self.actor = actor
+        self.clock = clock
 
     def now(self) -> int:
-        """Epoch milliseconds from the store's clock (the one clock every writer shares)."""
-        return self.store.clock.now_ms()
+        """Epoch milliseconds from this ledger's clock (the composition root's)."""
+        return self.clock.now_ms()
 
     def get(self, db: str, id: str) -> Doc:
         """The live document (see Documents.get)."""

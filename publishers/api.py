@@ -17,7 +17,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from ledger import Invalid, Ledger, Web
+from ledger import Invalid, Web
 
 from . import media
 from .errors import ContentProblem
@@ -90,7 +90,7 @@ def publish_router(web: Web) -> APIRouter:
     @router.post("/v1/publish", response_model=Queued)
     async def queue_post(body: PublishIn = Body(...), who: Any = Depends(principal)) -> Queued:
         def write() -> tuple[dict[str, Any], bool]:
-            return submit(Ledger(web.store, who.actor), web.settings, platform=body.platform, account=body.account, slug=body.slug,
+            return submit(web.ledger(who.actor), web.settings, platform=body.platform, account=body.account, slug=body.slug,
                           caption=body.caption, images=[i.model_dump(exclude_none=True) for i in body.images], at=body.at,
                           reply_to=body.replyTo)
 
@@ -111,7 +111,7 @@ def publish_router(web: Web) -> APIRouter:
 
         def take() -> tuple[dict[str, Any], tuple[str, ...]]:
             try:
-                return media.take(Ledger(web.store, who.actor), data, name=name)
+                return media.take(web.ledger(who.actor), data, name=name)
             except ContentProblem as exc:  # the person's file: a 422 with its sentence, nothing written
                 raise Invalid(exc.reason) from None
 

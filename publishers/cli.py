@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from ledger import Env, Ledger, LedgerError, NotFound, Usage
+from ledger import Env, LedgerError, NotFound, Usage
 from ledger.text import iso, table, whole
 
 from . import media
@@ -59,7 +59,7 @@ def _queue_command(platform: str) -> click.Command:
             raise Usage(f"{len(alts)} --alt for {len(images)} --image: give each image's alt text right after it")
         if reply_to and platform != "bsky":
             raise Usage("--reply-to is for Bluesky posts")
-        ledger = Ledger(env.store, env.actor())
+        ledger = env.ledger()
         # every file read, upright and without EXIF (GPS), before anything is written
         files = {url: _read(url) for url in images if platform == "bsky" and is_local(url)}
         if env.remote:  # the hub's defaults and rules decide: its account, its image hosts
@@ -196,7 +196,7 @@ def publish_retry(env: Env, request: str) -> None:
 
     Example: skyhub publish retry ig:17841400000000000:launch
     """
-    _moved(env, request, "pending", retry(Ledger(env.store, env.actor()), request))
+    _moved(env, request, "pending", retry(env.ledger(), request))
 
 
 @publish_group.command("cancel")
@@ -207,7 +207,7 @@ def publish_cancel(env: Env, request: str) -> None:
 
     Example: skyhub publish cancel ig:17841400000000000:launch
     """
-    _moved(env, request, "cancelled", cancel(Ledger(env.store, env.actor()), request))
+    _moved(env, request, "cancelled", cancel(env.ledger(), request))
 
 
 @publish_group.command("resolve")
@@ -222,7 +222,7 @@ def publish_resolve(env: Env, request: str, media_id: str) -> None:
 
     Example: skyhub publish resolve ig:17841400000000000:launch --media 17890000000000001
     """
-    _moved(env, request, "done", resolve(Ledger(env.store, env.actor()), request, media_id))
+    _moved(env, request, "done", resolve(env.ledger(), request, media_id))
 
 
 __all__ = ["next_step", "publish_group", "request_id"]

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from ledger import Conflict, Forbidden, Ledger, LedgerError, Machine, NotFound, Pages
+from ledger import Conflict, Forbidden, LedgerError, Machine, NotFound, Pages
 
 from .errors import PostInvalid
 from .listing import next_step, page
@@ -113,7 +113,7 @@ def publish_pages(pages: Pages) -> list[Route]:
         """Queue a post as the signed-in person; on a mistake, each sentence next to its field and nothing written."""
         session = await pages.session(request)
         form = PublishForm.read(await pages.form(request, session))
-        db = Ledger(pages.store, session.actor)
+        db = pages.ledger(session.actor)
         errors = form.errors(db.now())  # what only a form has (the time in the manager's zone, the image rows)
 
         def send() -> tuple[dict[str, Any], bool]:  # with the form's own mistakes, only checked: every sentence at once
@@ -148,7 +148,7 @@ def publish_pages(pages: Pages) -> list[Route]:
             session = await pages.session(request)
             doc_id = (await pages.form(request, session)).get("id", "")
             try:
-                await pages.run(move_fn, Ledger(pages.store, session.actor), doc_id)
+                await pages.run(move_fn, pages.ledger(session.actor), doc_id)
             except LedgerError as exc:
                 return pages.error(request, session, exc.status, exc.reason)  # type: ignore[no-any-return]
             return pages.done("/console/publish", f"{doc_id}: {'back in the queue' if verb == 'retry' else 'cancelled'}")  # type: ignore[no-any-return]
@@ -162,7 +162,7 @@ def publish_pages(pages: Pages) -> list[Route]:
         fields = await pages.form(request, session)
         doc_id, media_id = fields.get("id", ""), fields.get("to", "")
         try:
-            await pages.run(resolve, Ledger(pages.store, session.actor), doc_id, media_id)
+            await pages.run(resolve, pages.ledger(session.actor), doc_id, media_id)
         except LedgerError as exc:
             return pages.error(request, session, exc.status, exc.reason)  # type: ignore[no-any-return]
         return pages.done("/console/publish", f"{doc_id}: recorded as media {media_id}")  # type: ignore[no-any-return]

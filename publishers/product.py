@@ -44,6 +44,7 @@ PUBLISHERS = Product(
     templates="publishers",
     doc_actions="publishers.pages:doc_actions",
     redact={MEDIA: ("data",)},  # an image's bytes (up to 683 KB a chunk) would flood every stream and page
+    metrics="publishers.metrics:metrics",
 )
 
 PRODUCTS = (PUBLISHERS,)

@@ -18,7 +18,7 @@ from typing import Any
 from hub.app import build_rules
 from hub.auth import add_user, approve_device, new_device_key, public_key_of
 from hub.remote import DeviceAuth, RemoteStore, TokenAuth
-from ledger import Invalid, open_store
+from ledger import SYSTEM, Invalid, open_store
 from ledger.actor import parse_actor
 
 ROOT = Path(importlib.import_module("hub").__file__ or ".").resolve().parents[1]  # the source root the hub runs from
@@ -58,18 +58,19 @@ class Hub:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("skyhub run did not start:\n" + "".join(self.stderr))
-        self._admin = open_store(database_url, build_rules())
+        self.clock = SYSTEM  # the hub process's clock: the wall clock
+        self._admin = open_store(database_url, build_rules(), self.clock)
         self._clients: list[RemoteStore] = []
 
     def token(self, name: str) -> str:
         """A new token for the person ``name`` (made on the hub's database, as `skyhub user add` does)."""
-        return add_user(self._admin, name)
+        return add_user(self._admin, name, clock=self.clock)
 
     def device(self, name: str, actor: str) -> DeviceAuth:
         """A device key approved as ``actor``, ready to sign requests."""
         key = new_device_key()
-        approve_device(self._admin, name, actor, public_key_of(key))
-        return DeviceAuth(name, key)
+        approve_device(self._admin, name, actor, public_key_of(key), clock=self.clock)
+        return DeviceAuth(name, key, self.clock)
 
     def client(self, actor: str) -> RemoteStore:
         """A remote store acting as ``actor``: a token for people, a device key for the rest."""
@@ -132,7 +133,6 @@ class ActorRouter:
         self.url = hub.url
         self._clients: dict[str, RemoteStore] = {}
         self._lock = threading.Lock()
-        self.clock = hub.admin.clock
 
     def _for(self, actor: str) -> RemoteStore:
         parse_actor(actor)
@@ -165,7 +165,7 @@ class ActorRouter:
 
 @contextmanager
 def serving(api: Any) -> Iterator[str]:
-    """An ASGI app (``hub.api.create_api(app)``) served in a thread of this process on a free port, for the
+    """An ASGI app (``hub.webapp.create_api(app)``) served in a thread of this process on a free port, for the
     ``with`` block: its URL. For tests that reach into the hub's objects; ``Hub`` runs a real process."""
     import uvicorn
 

@@ -13,16 +13,12 @@ import pytest
 from ledger import SYSTEM, Clock, Rules, deadletter_machine, open_store
 from ledger.jobs import JOBS
 from ledger.sql import SQLStore
+from skyhub_testkit.memory import SCHEME as MEMORY
+from skyhub_testkit.memory import open_memory
 from skyhub_testkit.postgres import PG_URL, pg_schema_url, schema  # noqa: F401 - PG_URL and pg_schema_url for other tests
 
 BACKENDS = ["sqlite", "postgres"]
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A PostgreSQL URL whose search_path is a new, empty schema (dropped afterwards)."""
-    with schema() as url:
-        yield url
+pytest_plugins = ["skyhub_testkit.fixtures"]  # pg_url, memory_database, fake_clock, skyhub_hub
 
 
 @contextmanager
@@ -50,11 +46,18 @@ def default_rules() -> Rules:
 StoreFactory = Callable[..., SQLStore]
 
 
+def open_backend(url: str, rules: Rules | None = None, clock: Clock = SYSTEM, **settings: object) -> SQLStore:
+    """``open_store``, or for a ``memory://`` URL a store on the test kit's in-memory database of that name."""
+    if url.startswith(MEMORY):
+        return open_memory(url, rules, clock)
+    return open_store(url, rules, clock, **settings)  # type: ignore[arg-type]
+
+
 def store_factory(url: str, opened: list) -> StoreFactory:
     """``factory(rules=..., clock=...)`` opens a store on ``url`` and remembers it in ``opened``."""
 
     def factory(rules: Rules | None = None, clock: Clock = SYSTEM) -> SQLStore:
-        store = open_store(url, rules if rules is not None else default_rules(), clock)
+        store = open_backend(url, rules if rules is not None else default_rules(), clock)
         opened.append(store)
         return store
 

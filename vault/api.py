@@ -17,7 +17,7 @@ from fastapi import APIRouter, Body, Depends, Query
 from fastapi import Path as PathParam
 from pydantic import BaseModel, Field, SecretStr
 
-from ledger import Ledger, Web
+from ledger import Web
 
 from .credentials import Vault, credential_id
 from .errors import NoMasterKey
@@ -58,7 +58,7 @@ def vault_router(web: Web) -> APIRouter:
     key = KeyLoader(web.settings.section("vault").key_file)
 
     def vault_for(actor: str) -> Vault:
-        return Vault(Ledger(web.store, actor), key)
+        return Vault(web.ledger(actor), key)
 
     @router.put("/v1/vault/credentials/{platform}/{account}", response_model=Credential)
     async def vault_put(

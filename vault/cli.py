@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from ledger import Env, Ledger, Usage
+from ledger import Env, Usage
 from ledger.text import iso, table, whole
 
 from .credentials import PLATFORMS, Vault
@@ -49,7 +49,7 @@ def _remote(env: Env) -> RemoteVault | None:
 
 
 def _local(env: Env) -> Vault:
-    return Vault(Ledger(env.store, env.actor()), KeyLoader(env.section("vault").key_file))
+    return Vault(env.ledger(), KeyLoader(env.section("vault").key_file))
 
 
 def _read_secret() -> str:

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ledger import Ledger, LedgerError, Pages
+from ledger import LedgerError, Pages
 
 from .credentials import PLATFORMS, Vault, credential_id
 from .errors import VaultError
@@ -30,7 +30,7 @@ def credential_pages(pages: Pages) -> list[Route]:
     async def view(request: Request, session: Any, form: dict[str, Any], errors: dict[str, list[str]], status_code: int = 200,
                    focus: bool = False) -> Response:
         def read() -> tuple[list[dict[str, Any]], list[Any]]:
-            creds = Vault(Ledger(pages.store, session.actor), key).list()
+            creds = Vault(pages.ledger(session.actor), key).list()
             return creds, missing(pages.store, pages.settings, pages.machine_for, [c["id"] for c in creds])
 
         creds, absent = await pages.run(read)
@@ -73,7 +73,7 @@ def credential_pages(pages: Pages) -> list[Route]:
             return await view(request, session, form, errors, 422)
 
         def store_it() -> dict[str, Any]:
-            meta = Vault(Ledger(pages.store, session.actor), key).put(platform, account, secret)
+            meta = Vault(pages.ledger(session.actor), key).put(platform, account, secret)
             if form["verify"]:
                 from .rotation import verify
 

@@ -46,6 +46,7 @@ VAULT = Product(
     nav=(("/console/credentials", "Credentials"),),
     templates="vault",
     redact={DB: ("sealed",)},
+    metrics="vault.metrics:metrics",
 )
 
 PROBE = Product(

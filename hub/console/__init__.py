@@ -13,7 +13,7 @@ shipped in this package.
     web.py        plumbing: rendering, forms, cookies, static files
     routes.py     the routes
 
-``hub/api.py`` calls ``mount(api, app)`` once. The console is put in front of the API as the
+``hub/webapp.py`` calls ``mount(api, app)`` once. The console is put in front of the API as the
 outermost middleware: requests for ``/``, ``/console/...``, ``/metrics`` and ``/v1/overview``
 go to the console's own app (which authenticates them itself: a session cookie, or a token),
 everything else to the API unchanged; every request is counted by route template for

@@ -9,10 +9,10 @@ Every value is read when scraped, from bookkeeping that is cheap to read (no tab
 | ``skyhub_tick_runs_total{tick,outcome}``, ``skyhub_tick_duration_seconds{tick}`` | ``store.tick_runs``: runs finished since this process started |
 | ``skyhub_tick_last_run_timestamp_seconds{tick}`` | the last run's scheduled time |
 | ``skyhub_http_requests_total{route,method,status}``, ``skyhub_http_request_duration_seconds{route}`` | this process's requests, by route template |
-| ``skyhub_publishes_total{platform,outcome}``, ``skyhub_replies_total{platform,outcome}`` | terminal writes of posts and mention replies, read from the change log |
-| ``skyhub_credentials_needing_reauth`` | credentials whose status is ``needs-reauth`` |
 
-The HTTP counters are per process (several ``skyhub run`` processes each report their own,
+and what each product adds (``Product.metrics``: a function of ``ledger.Readings``, the store's
+counts read once a scrape and the terminal writes the console's activity reader counts from
+the change log, returning ``ledger.Metric`` families). The HTTP counters are per process (several ``skyhub run`` processes each report their own,
 as Prometheus expects); the others describe the shared database.
 """
 
@@ -21,26 +21,22 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import Metric as Metric_
 from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute, Match
 
-from ledger import LedgerError
+from ledger import Handler, LedgerError, Metric, Product, Readings, StatusCount, Store, Tick
 
+from ..auth import AUTH_DB
 from .activity import Activity
-
-if TYPE_CHECKING:
-    from ..app import App
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 TICK_RUNS_READ = 200  # every run the store keeps per tick (ledger: TICK_RUNS_KEPT): none is missed between scrapes
-PUBLISH_MACHINE = "requests/publish-request"
-MENTION_MACHINE = "requests/mention"
-REPLY_OUTCOMES = {"replied", "error", "skipped"}
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"})
 
 Scope = MutableMapping[str, Any]
@@ -68,11 +64,11 @@ class _TickRuns:
         n, total = self.totals.get(name, (0, 0.0))
         self.totals[name] = (n + 1, total + seconds)
 
-    def update(self, app: App) -> None:
+    def update(self, store: Store, ticks: Sequence[Tick]) -> None:
         """Count the runs of every tick that finished since the last scrape."""
         with self.lock:
-            for t in app.ticks:
-                runs = app.store.tick_runs(t.name, limit=TICK_RUNS_READ)
+            for t in ticks:
+                runs = store.tick_runs(t.name, limit=TICK_RUNS_READ)
                 last = self.seen.get(t.name, 0)
                 for r in sorted(runs, key=lambda r: r.scheduled_at):
                     if r.finished_at is None or r.scheduled_at <= last:
@@ -84,39 +80,69 @@ class _TickRuns:
                 self.seen[t.name] = last
 
 
-class StoreCollector(Collector):
-    """Reads the store's bookkeeping on every scrape (see the module docstring)."""
+class _Readings:
+    """What the products' metrics read on one scrape (``ledger.Readings``)."""
 
-    def __init__(self, app: App, activity: Activity) -> None:
-        self.app = app
+    def __init__(self, counts: Sequence[StatusCount], activity: Activity) -> None:
+        self._counts = counts
+        self._activity = activity
+
+    def counts(self) -> Sequence[StatusCount]:
+        return self._counts
+
+    def outcomes(self) -> Sequence[tuple[str, str, str, int]]:
+        return self._activity.outcome_counts()
+
+
+def family(metric: Metric) -> Metric_:
+    """A product's ``ledger.Metric`` as a Prometheus family."""
+    made: GaugeMetricFamily | CounterMetricFamily
+    if metric.kind == "counter":
+        made = CounterMetricFamily(metric.name, metric.help, labels=list(metric.labels))
+    else:
+        made = GaugeMetricFamily(metric.name, metric.help, labels=list(metric.labels))
+    for values, value in metric.samples:
+        made.add_metric(list(values), value)
+    return made
+
+
+class StoreCollector(Collector):
+    """Reads the store's bookkeeping on every scrape (see the module docstring), then what each product adds."""
+
+    def __init__(self, store: Store, handlers: Sequence[Handler], ticks: Sequence[Tick], products: Sequence[Product],
+                 activity: Activity) -> None:
+        self.store = store
+        self.handlers = handlers
+        self.ticks_run = ticks
+        self.products = products
         self.activity = activity
         self.ticks = _TickRuns()
+        self._readers: list[Callable[[Readings], Sequence[Metric]]] | None = None
 
-    def collect(self) -> Iterable[Metric]:
-        """Every metric read from the store, as Prometheus families."""
-        app = self.app
+    def readers(self) -> list[Callable[[Readings], Sequence[Metric]]]:
+        """The products' metrics functions (imported on the first scrape)."""
+        if self._readers is None:
+            self._readers = [r for p in self.products if (r := p.metric_reader()) is not None]
+        return self._readers
+
+    def collect(self) -> Iterable[Metric_]:
+        """Every metric read from the store, then the products', as Prometheus families."""
+        store = self.store
         docs = GaugeMetricFamily("skyhub_documents", "Live documents by database, kind and status", labels=["db", "kind", "status"])
-        reauth = GaugeMetricFamily("skyhub_credentials_needing_reauth", "Credentials a person must paste again")
-        needing = 0
         try:
-            for c in app.store.counts():
-                if c.db == "auth":
-                    continue
-                docs.add_metric([c.db, c.kind, c.status], c.n)
-                if c.db == "vault" and c.kind == "credential" and c.status == "needs-reauth":
-                    needing += c.n
+            counts = [c for c in store.counts() if c.db != AUTH_DB]  # sessions and tokens stay private
         except LedgerError:
-            pass
-        reauth.add_metric([], needing)
+            counts = []
+        for c in counts:
+            docs.add_metric([c.db, c.kind, c.status], c.n)
         yield docs
-        yield reauth
 
         behind = GaugeMetricFamily("skyhub_feed_behind", "Changes between a handler's cursor and the log's head", labels=["handler"])
         pending = GaugeMetricFamily("skyhub_feed_pending", "Changes of a handler's databases not handled yet (capped at 10,000)",
                                     labels=["handler"])
-        for h in app.handlers:
+        for h in self.handlers:
             try:
-                pos = app.store.feed_position(h.cursor, list(h.dbs))
+                pos = store.feed_position(h.cursor, list(h.dbs))
             except LedgerError:
                 continue
             behind.add_metric([h.name], pos.behind)
@@ -126,7 +152,7 @@ class StoreCollector(Collector):
         yield pending
 
         try:
-            self.ticks.update(app)
+            self.ticks.update(store, self.ticks_run)
         except LedgerError:
             pass
         runs = CounterMetricFamily("skyhub_tick_runs", "Tick runs finished since this process started, by outcome", labels=["tick", "outcome"])
@@ -135,9 +161,9 @@ class StoreCollector(Collector):
         with self.ticks.lock:
             for (name, outcome), n in sorted(self.ticks.counts.items()):
                 runs.add_metric([name, outcome], n)
-            for name, counts in sorted(self.ticks.buckets.items()):
+            for name, counts_ in sorted(self.ticks.buckets.items()):
                 n, total = self.ticks.totals[name]
-                buckets = [(str(b), c) for b, c in zip(BUCKETS, counts)] + [("+Inf", n)]
+                buckets = [(str(b), c) for b, c in zip(BUCKETS, counts_)] + [("+Inf", n)]
                 durations.add_metric([name], buckets, total)
             for name, seen in sorted(self.ticks.seen.items()):
                 if seen:
@@ -146,25 +172,18 @@ class StoreCollector(Collector):
         yield durations
         yield last_run
 
-        publishes = CounterMetricFamily("skyhub_publishes", "Posts that reached an end state, by platform and outcome",
-                                        labels=["platform", "outcome"])
-        replies = CounterMetricFamily("skyhub_replies", "Mentions that reached an end state after a build, by platform and outcome",
-                                      labels=["platform", "outcome"])
-        for machine, platform, status, n in self.activity.outcome_counts():
-            if machine == PUBLISH_MACHINE:
-                publishes.add_metric([platform, status], n)
-            elif machine == MENTION_MACHINE and status in REPLY_OUTCOMES:
-                replies.add_metric([platform or "bsky", status], n)
-        yield publishes
-        yield replies
+        readings = _Readings(counts, self.activity)
+        for read in self.readers():
+            for metric in read(readings):
+                yield family(metric)
 
 
 class Metrics:
     """The registry behind ``/metrics`` and the HTTP middleware that feeds it."""
 
-    def __init__(self, app: App, activity: Activity) -> None:
+    def __init__(self, collector: StoreCollector) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(StoreCollector(app, activity))
+        self.registry.register(collector)
         self.requests = Counter("skyhub_http_requests", "HTTP requests by route template, method and status",
                                 ["route", "method", "status"], registry=self.registry)
         self.latency = Histogram("skyhub_http_request_duration_seconds", "HTTP request time by route template", ["route"],
@@ -184,8 +203,15 @@ class Metrics:
 
 def route_of(routes: Sequence[BaseRoute], scope: Scope) -> str:
     """The route template a request matches (``/v1/db/{db}/docs/{doc_id:path}``), or ``other``,
-    so the labels stay few whatever paths clients send."""
+    so the labels stay few whatever paths clients send. A router included whole (FastAPI's ``include_router``
+    keeps it as one route: the API's topics, each product's) is looked into."""
     for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:  # no prefix is given to include_router here: its routes' paths are whole
+            found = route_of(included.routes, scope)
+            if found != "other":
+                return found
+            continue
         try:
             match, _ = route.matches(scope)
         except Exception:  # noqa: BLE001 - a route that cannot read this scope does not match it
@@ -227,4 +253,4 @@ class Measured:
             self.metrics.observe(route, str(scope.get("method", "")), status, time.perf_counter() - started)
 
 
-__all__ = ["CONTENT_TYPE", "Measured", "Metrics", "StoreCollector", "route_of"]
+__all__ = ["CONTENT_TYPE", "Measured", "Metrics", "StoreCollector", "family", "route_of"]

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ledger import LedgerError, NotFound
+from ledger import Clock, Ledger, LedgerError, NotFound
 
 from ..auth import AUTH_DB, Unauthorized
 from .charts import bars_svg, legend, lines_svg
@@ -377,6 +377,15 @@ class _Pages:
     def settings(self) -> Any:
         """The hub's settings."""
         return self._console.app.settings
+
+    @property
+    def clock(self) -> Clock:
+        """The hub's one clock."""
+        return self._console.app.clock
+
+    def ledger(self, actor: str) -> Ledger:
+        """The hub's store bound to ``actor``, on the hub's clock."""
+        return Ledger(self._console.app.store, actor, self._console.app.clock)
 
     def page(self, fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         """The console's sign-in redirects and refusals around a product's handler."""

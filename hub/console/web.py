@@ -31,7 +31,7 @@ from ..auth import AUTH_DB
 from ..stream import Fanout
 from ..throttle import Failures
 from .activity import Activity
-from .metrics import Metrics
+from .metrics import Metrics, StoreCollector
 from .sessions import COOKIE, PRE_COOKIE, Session, Sessions, csrf_ok
 
 if TYPE_CHECKING:
@@ -109,7 +109,8 @@ class Console:
         nav = (NAV[0], *(entry for p in app.products for entry in p.nav), *NAV[1:])
         env.globals.update(when=when, doc_url=doc_url, nav=nav)
         activity = Activity(app.store, app.rules, now=app.clock.now_ms)
-        return cls(app, Sessions(app.store, clock=app.clock, hub_url=hub_url), env, activity, Metrics(app, activity), app.clock.now_ms())
+        metrics = Metrics(StoreCollector(app.store, app.handlers, app.ticks, app.products, activity))
+        return cls(app, Sessions(app.store, clock=app.clock, hub_url=hub_url), env, activity, metrics, app.clock.now_ms())
 
     @functools.cached_property
     def private(self) -> dict[str, str]:

@@ -17,10 +17,11 @@ from bot.guardrails import Guardrails
 from bot.ingest import Ingester, mention_id
 from bot.reply import Replier
 from hub.app import build_rules
-from ledger import FakeClock, Ledger, open_store
+from ledger import FakeClock, Ledger
 from ledger.lease import Sweeper
 from platforms import AuthFailure, NetworkError, RateLimited, Transient
 from platforms.bluesky import Bluesky
+from skyhub_testkit.memory import memory_store
 
 PDS = "https://pds.test"
 BOT = "did:plc:skybot"
@@ -62,7 +63,7 @@ def post_view(note, *, muted=False, reply_disabled=False):
 def env(tmp_path):
     clock = FakeClock(NOW)
     rules = build_rules()
-    store = open_store(f"sqlite:///{tmp_path}/bot.db", rules, clock)
+    store = memory_store(rules, clock)
 
     class Env:
         pass
@@ -112,7 +113,7 @@ class ingester:  # noqa: N801 - reads like the tick it runs
 
     def __init__(self, env, **guard):
         self.env = env
-        self.ingester = Ingester(Ledger(env.store, "tick:ingest"), Guardrails(**guard))
+        self.ingester = Ingester(Ledger(env.store, "tick:ingest", env.clock), Guardrails(**guard))
 
     def run(self):
         bsky = self.env.bsky()
@@ -248,7 +249,7 @@ def test_each_new_mention_costs_the_tick_one_read_and_one_write_however_many_com
     for start, n in ((0, 20), (100, 80)):
         serve([mention(start + i, author=f"did:plc:c{(start + i) % 7}") for i in range(n)])
         store = CountingStore(env.store)
-        pass_ = Ingester(Ledger(store, "tick:ingest"), Guardrails(per_author_daily=1000, global_daily=1000, max_queue=1000))
+        pass_ = Ingester(Ledger(store, "tick:ingest", env.clock), Guardrails(per_author_daily=1000, global_daily=1000, max_queue=1000))
         bsky = env.bsky()
         try:
             assert pass_.run(bsky) == {"pending-build": n}
@@ -295,7 +296,7 @@ def pending(env, n=1, text="@skybot.test make me a todo list"):
 
 def builder(env, command, **kw):
     settings = BuildSettings(command=command, lease_ms=60_000, timeout_s=kw.pop("timeout_s", 30), max_jobs=5)
-    return Builder(Ledger(env.store, "device:builder"), settings)
+    return Builder(Ledger(env.store, "device:builder", env.clock), settings)
 
 
 def test_the_builder_runs_the_default_codegen_and_writes_built(env):
@@ -330,10 +331,10 @@ def test_codegen_without_a_result_line_or_too_slow_fails_clearly(env):
 def test_only_the_builder_may_build_and_the_sweep_takes_expired_builds_back(env):
     (job,) = pending(env)
     with pytest.raises(Exception, match="device:other may not build mentions"):
-        Builder(Ledger(env.store, "device:other"), BuildSettings(command="true")).run()
+        Builder(Ledger(env.store, "device:other", env.clock), BuildSettings(command="true")).run()
     from ledger.lease import claim
 
-    worker = Ledger(env.store, "device:builder")
+    worker = Ledger(env.store, "device:builder", env.clock)
     sweeper = Sweeper(env.store, env.rules, clock=env.clock)
     for attempt in (1, 2, 3):
         held = claim(worker, "requests", env.store.get("requests", job), "building", 60_000, env.clock.now_ms())
@@ -349,7 +350,7 @@ def built(env, text="@skybot.test make me a counter", url="https://me.github.io/
     (job,) = pending(env, text=text)
     from ledger.lease import claim, finish
 
-    worker = Ledger(env.store, "device:builder")
+    worker = Ledger(env.store, "device:builder", env.clock)
     held = claim(worker, "requests", env.store.get("requests", job), "building", 60_000, env.clock.now_ms())
     finish(worker, "requests", held, "built", result={"url": url, **({"title": title} if title is not None else {})})
     return job
@@ -384,7 +385,7 @@ class replier:  # noqa: N801 - reads like the tick it runs
 
     def __init__(self, env, template="✨ Built it: {url}", pages=None):
         self.env = env
-        self.replier = Replier(Ledger(env.store, "tick:reply"), template, pages=pages)
+        self.replier = Replier(Ledger(env.store, "tick:reply", env.clock), template, pages=pages)
         self._move = self.replier._move
 
     def run(self):
@@ -491,7 +492,7 @@ def bot_context(env, actor, **settings):
     from vault import Vault, new_key_text, parse_key
 
     key = parse_key(new_key_text(), "test")
-    Vault(Ledger(env.store, "user:ana"), key).put("bluesky", "skybot.test", {"appPassword": "app-pass-1234", "session": SESSION})
+    Vault(Ledger(env.store, "user:ana", env.clock), key).put("bluesky", "skybot.test", {"appPassword": "app-pass-1234", "session": SESSION})
     head = env.store.get("vault", "bluesky:skybot.test")
     env.store.put("vault", {**head, "status": "ok"}, actor="admin")  # as the vault tick leaves a verified paste
     from platforms.fetcher import Fetcher
@@ -500,7 +501,7 @@ def bot_context(env, actor, **settings):
     services = Services(vault=lambda db: Vault(db, key), http=httpx.Client(), platforms=PlatformSettings(bluesky_pds=PDS),
                         fetch=Fetcher(resolver=lambda host, port: ["93.184.216.34"]))
     section = BotSettings(handle="skybot.test", **settings)
-    ctx = make_context(Ledger(env.store, actor), env.clock, actor.split(":")[1], services, settings=section)
+    ctx = make_context(Ledger(env.store, actor, env.clock), actor.split(":")[1], services, settings=section)
     event = TickEvent(actor.split(":")[1], datetime.fromtimestamp(NOW / 1000, tz=UTC))
     return event, ctx
 
@@ -517,7 +518,7 @@ def test_ingest_and_reply_ticks_run_from_their_context(env):
     job = mention_id(note["uri"])
     from ledger.lease import claim, finish
 
-    worker = Ledger(env.store, "device:builder")
+    worker = Ledger(env.store, "device:builder", env.clock)
     held = claim(worker, "requests", env.store.get("requests", job), "building", 60_000, env.clock.now_ms())
     finish(worker, "requests", held, "built", result={"url": "https://me.github.io/builds/x/"})
     _, create, _ = reply_routes(env, job)
@@ -585,7 +586,7 @@ def test_a_refused_session_holds_the_reply_until_the_vault_has_a_new_one(env):
     # the vault tick stores a fresh session (a new version of the credential): the reply goes on by itself
     from vault import Vault
 
-    Vault(Ledger(env.store, "user:ana"), ctx.vault.key).put("bluesky", "skybot.test", {"appPassword": "app-pass-1234", "session": SESSION})
+    Vault(Ledger(env.store, "user:ana", env.clock), ctx.vault.key).put("bluesky", "skybot.test", {"appPassword": "app-pass-1234", "session": SESSION})
     head = env.store.get("vault", "bluesky:skybot.test")
     env.store.put("vault", {**head, "status": "ok"}, actor="admin")  # verified, as the vault tick leaves it
     create.mock(side_effect=lambda request: httpx.Response(200, json={"uri": f"at://{BOT}/app.bsky.feed.post/{json.loads(request.content)['rkey']}", "cid": "bafyreply"}))

@@ -18,7 +18,7 @@ from bot.build import Builder, BuildSettings
 from bot.codegen.settings import CodegenSettings
 from bot.services import offered
 from hub.app import build_rules
-from ledger import Conflict, FakeClock, Forbidden, Ledger, open_store
+from ledger import SYSTEM, Conflict, FakeClock, Forbidden, Ledger, open_store
 from skyhub_testkit.fakemodel import FakeModel
 from skyhub_testkit.hub import ROOT
 
@@ -53,19 +53,19 @@ def pending(store, n=1, text="@skybot.test make me a pomodoro timer"):
     return ids
 
 
-def model_builder(store, fake, tmp_path, *, budget=1_000_000, provider="openai"):
+def model_builder(store, clock, fake, tmp_path, *, budget=1_000_000, provider="openai"):
     base = fake.url + "/v1" if provider == "openai" else fake.url
     codegen = CodegenSettings(provider=provider, base_url=base, model="fake-1", daily_token_budget=budget, browser="/usr/bin/chromium")
     command = f"{sys.executable} -m bot.codegen --out {tmp_path / 'site'} --base-url https://me.example/b"
     settings = BuildSettings(command=command, lease_ms=120_000, timeout_s=120, budget=budget,
                              env={**codegen.as_env(), "SKYHUB_CODEGEN_API_KEY": KEY})
-    return Builder(Ledger(store, "device:builder"), settings)
+    return Builder(Ledger(store, "device:builder", clock), settings)
 
 
 def test_a_built_mention_keeps_its_title_and_tokens_and_the_day_counts_them(env, fake):
     store, clock, tmp = env
     (job,) = pending(store)
-    assert model_builder(store, fake, tmp, provider="anthropic").run() == {"built": 1}
+    assert model_builder(store, clock, fake, tmp, provider="anthropic").run() == {"built": 1}
     d = store.get("requests", job)
     assert d["status"] == "built" and d["result"]["title"] == "Pomodoro timer" and d["result"]["browser"] == "loaded"
     assert d["tokens"] == d["result"]["tokens"] and d["tokens"]["in"] > 0 and d["tokens"]["out"] > 0
@@ -78,7 +78,7 @@ def test_a_built_mention_keeps_its_title_and_tokens_and_the_day_counts_them(env,
 def test_a_spent_budget_makes_builds_wait_for_the_next_day_without_an_attempt(env, fake):
     store, clock, tmp = env
     first, second, third = pending(store, 3)
-    lane = model_builder(store, fake, tmp, budget=500)  # one build spends more than that
+    lane = model_builder(store, clock, fake, tmp, budget=500)  # one build spends more than that
     assert lane.run(1) == {"built": 1}
     writes = {j: len(store.history("requests", j)) for j in (second, third)}
     assert lane.run() == {"waiting": 2}
@@ -101,11 +101,11 @@ def test_the_overview_says_the_budget_is_spent(tmp_path, monkeypatch):
     from hub.console.overview import overview
     from hub.settings import load_settings
 
-    app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"))
+    app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"), clock=SYSTEM)
     try:
-        store, now = app.store, app.store.clock.now_ms()
+        store, now = app.store, app.clock.now_ms()
         pending(store, 2)
-        TokenBudget(Ledger(store, "device:builder"), 1000).add(now, 900, 300)
+        TokenBudget(Ledger(store, "device:builder", app.clock), 1000).add(now, 900, 300)
         data = overview(app, started_at=now)
         (item,) = [a for a in data["attention"] if a["what"] == "token-budget"]
         assert "1,200 of 1,000 tokens used: 2 pending builds wait for the next day" in item["reason"]
@@ -114,8 +114,8 @@ def test_the_overview_says_the_budget_is_spent(tmp_path, monkeypatch):
 
 
 def test_racing_builders_both_count(env):
-    store, _, _ = env
-    a, b = TokenBudget(Ledger(store, "device:builder"), 10_000), TokenBudget(Ledger(store, "device:builder"), 10_000)
+    store, clock, _ = env
+    a, b = TokenBudget(Ledger(store, "device:builder", clock), 10_000), TokenBudget(Ledger(store, "device:builder", clock), 10_000)
     a.add(NOW, 10, 5)
     original = a.today
     raced = []
@@ -132,16 +132,16 @@ def test_racing_builders_both_count(env):
 
 
 def test_the_budget_only_counts_up_and_only_the_builder_keeps_it(env):
-    store, _, _ = env
-    builder = Ledger(store, "device:builder")
+    store, clock, _ = env
+    builder = Ledger(store, "device:builder", clock)
     head = TokenBudget(builder, 1000).add(NOW, 800, 400)
     body = {k: v for k, v in head.items() if not k.startswith("_")}
     with pytest.raises(Forbidden, match="a token budget's tokensIn only counts up"):
         builder.put("bot", {**body, "tokensIn": 0, "used": 400}, head["_id"], if_rev=head["_rev"])
     with pytest.raises(Forbidden, match="user:mallory may not move a token-budget"):
-        Ledger(store, "user:mallory").put("bot", {**body, "used": 0}, head["_id"], if_rev=head["_rev"])
+        Ledger(store, "user:mallory", clock).put("bot", {**body, "used": 0}, head["_id"], if_rev=head["_rev"])
     with pytest.raises(Forbidden, match="user:mallory may not create a token-budget"):
-        Ledger(store, "user:mallory").put("bot", {**body, "day": "2027-01-16"}, "token-budget-2027-01-16", create_only=True)
+        Ledger(store, "user:mallory", clock).put("bot", {**body, "day": "2027-01-16"}, "token-budget-2027-01-16", create_only=True)
     with pytest.raises(Forbidden, match="id must be 'token-budget-2027-01-16'"):
         builder.put("bot", {**body, "day": "2027-01-16"}, "token-budget-elsewhere", create_only=True)
     with pytest.raises(Conflict):
@@ -149,10 +149,10 @@ def test_the_budget_only_counts_up_and_only_the_builder_keeps_it(env):
 
 
 def test_a_failed_build_keeps_the_generators_sentence_and_its_tokens(env, fake):
-    store, _, tmp = env
+    store, clock, tmp = env
     (job,) = pending(store)
     fake.answers = ["leak", "leak"]
-    assert model_builder(store, fake, tmp).run() == {"build-failed": 1}
+    assert model_builder(store, clock, fake, tmp).run() == {"build-failed": 1}
     d = store.get("requests", job)
     assert d["lastError"] == ("the page was refused after one repair round: the page repeats the private instructions "
                               "(a prompt leak): never write them into a page")
@@ -161,7 +161,7 @@ def test_a_failed_build_keeps_the_generators_sentence_and_its_tokens(env, fake):
 
 def test_build_run_refuses_to_start_without_the_key_and_claims_nothing(tmp_path):
     url = f"sqlite:///{tmp_path}/hub.db"
-    store = open_store(url, build_rules())
+    store = open_store(url, build_rules(), SYSTEM)
     (job,) = pending(store)
     store.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKYHUB_CODEGEN")}
@@ -171,7 +171,7 @@ def test_build_run_refuses_to_start_without_the_key_and_claims_nothing(tmp_path)
     assert run.stderr.strip() == ("skyhub: usage: codegen.provider is openai, which needs an API key, and SKYHUB_CODEGEN_API_KEY is not set: "
                                   "put the key in that environment variable (in the workflow, the repository secret SKYHUB_CODEGEN_API_KEY); "
                                   "a local server that takes none accepts any value")
-    store = open_store(url, build_rules())
+    store = open_store(url, build_rules(), SYSTEM)
     try:
         assert store.get("requests", job)["attempts"] == 0
     finally:

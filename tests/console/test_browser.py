@@ -205,9 +205,9 @@ def test_a_job_moves_pending_running_done_live_without_reload(browser, tmp_path,
         job = hub.admin.put("jobs", {"type": "job", "status": "pending", "input": {"n": 1}}, actor="user:ana")
         p.locator('[data-count="jobs/job/pending"]').wait_for()
         assert count("pending") == "1"
-        worker = Ledger(hub.admin, "handler:on_change")
+        worker = Ledger(hub.admin, "handler:on_change", hub.clock)
         started = time.monotonic()
-        held = claim(worker, "jobs", job, "running", 30_000, hub.admin.clock.now_ms())
+        held = claim(worker, "jobs", job, "running", 30_000, hub.clock.now_ms())
         p.locator('[data-count="jobs/job/running"]').wait_for()
         assert time.monotonic() - started < 5 and count("running") == "1" and count("pending") == "0"
         tab.check("overview-running")
@@ -229,12 +229,12 @@ def test_a_job_moves_pending_running_done_live_without_reload(browser, tmp_path,
 
 def test_needs_reauth_shows_first_and_a_paste_clears_it_without_the_secret_coming_back(browser, tmp_path, key_text):
     hub = _hub(tmp_path, key_text)
-    maya = Ledger(hub.admin, "user:maya")
+    maya = Ledger(hub.admin, "user:maya", hub.clock)
     Vault(maya, parse_key(key_text, "test")).put("instagram", IG, {"accessToken": "old-token"})
     head = hub.admin.get("vault", f"instagram:{IG}")
     hub.admin.put("vault", {**head, "status": "ok"}, actor="admin")
     queue(maya, new_request("ig", account=IG, slug="later", images=[{"url": "https://cdn.example.org/a.jpg", "alt": "A"}],
-                            now_ms=hub.admin.clock.now_ms()))
+                            now_ms=hub.clock.now_ms()))
     tab = Page(browser, hub, "reauth")
     canary = "CANARY-" + "7" * 24
     try:
@@ -242,7 +242,7 @@ def test_needs_reauth_shows_first_and_a_paste_clears_it_without_the_secret_comin
         tab.sign_in(hub.token("ana"))
         tab.mark()
         head = hub.admin.get("vault", f"instagram:{IG}")
-        Vault(Ledger(hub.admin, "tick:publish"), parse_key(key_text, "test")).report_dead(
+        Vault(Ledger(hub.admin, "tick:publish", hub.clock), parse_key(key_text, "test")).report_dead(
             head["_id"], "Instagram answered 190: Error validating access token")
         first = p.locator("#attention li").first
         first.locator(".tag", has_text="needs re-auth").wait_for()
@@ -278,8 +278,8 @@ def test_needs_reauth_shows_first_and_a_paste_clears_it_without_the_secret_comin
 
 def test_retry_a_failed_request_a_forged_post_and_sign_out(browser, tmp_path, key_text):
     hub = _hub(tmp_path, key_text)
-    maya = Ledger(hub.admin, "user:maya")
-    doc, _ = queue(maya, new_request("threads", account="29", slug="f", caption="x", now_ms=hub.admin.clock.now_ms()))
+    maya = Ledger(hub.admin, "user:maya", hub.clock)
+    doc, _ = queue(maya, new_request("threads", account="29", slug="f", caption="x", now_ms=hub.clock.now_ms()))
     hub.admin.put("requests", {**doc, "status": "error", "lastError": "Threads answered 400", "attempts": 3}, actor="admin")
     tab = Page(browser, hub, "retry")
     try:
@@ -313,8 +313,8 @@ def test_retry_a_failed_request_a_forged_post_and_sign_out(browser, tmp_path, ke
 def test_on_a_phone_a_post_that_needs_a_person_fits_and_is_resolved_from_the_keyboard(browser, tmp_path, key_text):
     hub = _hub(tmp_path, key_text)
     slug = "same-caption-post-with-a-long-slug"
-    doc, _ = queue(Ledger(hub.admin, "user:ana"), new_request("threads", account="29", slug=slug, caption="Same",
-                                                             now_ms=hub.admin.clock.now_ms()))
+    doc, _ = queue(Ledger(hub.admin, "user:ana", hub.clock), new_request("threads", account="29", slug=slug, caption="Same",
+                                                             now_ms=hub.clock.now_ms()))
     candidates = [{"mediaId": f"1790000000000000{n}", "permalink": f"https://www.threads.net/@shop/post/{n}/",
                    "timestamp": f"2026-12-01T09:00:0{n}+0000"} for n in (1, 2)]
     hub.admin.put("requests", {**doc, "status": "needs-person", "candidates": candidates, "carouselId": "c1",

@@ -30,8 +30,8 @@ def held(tmp_path: Path, key_text: str) -> Iterator[tuple[Hub, Console, str]]:
         "SKYHUB_VAULT_KEY": key_text, "SKYHUB_PUBLISH__EVERY": "1s", "SKYHUB_VAULT__EVERY": "1h", "SKYHUB_BOT__HANDLE": "ourbot.bsky.social"})
     console = Console(hub.url)
     try:
-        doc, _ = queue(Ledger(hub.admin, "user:maya"), new_request("bsky", account=SHOP, slug="hello", caption="Hello",
-                                                                    now_ms=hub.admin.clock.now_ms()))
+        doc, _ = queue(Ledger(hub.admin, "user:maya", hub.clock), new_request("bsky", account=SHOP, slug="hello", caption="Hello",
+                                                                    now_ms=hub.clock.now_ms()))
         deadline = time.monotonic() + 60
         while "held" not in hub.admin.get("requests", doc["_id"]):  # the hub's publish tick holds it: no credential
             assert time.monotonic() < deadline, "the publish tick did not hold the post"

@@ -88,8 +88,8 @@ def seed(tmp: Path) -> Seeded:
         "SKYHUB_PUBLISH__ACCOUNTS": json.dumps({"bsky": DEFAULT_BSKY}), "SKYHUB_BOT__HANDLE": BOT,
     })
     try:
-        admin, now = hub.admin, hub.admin.clock.now_ms()
-        maya = Ledger(admin, "user:maya")
+        admin, now = hub.admin, hub.clock.now_ms()
+        maya = Ledger(admin, "user:maya", hub.clock)
         posts = []
         for n in range(52):  # more than a page of the queue, every id over 200 characters
             doc, _ = queue(maya, new_request("bsky", account=HANDLE, slug=SLUG.format(n), caption=f"Post {n}: {UNBROKEN[:200]}",

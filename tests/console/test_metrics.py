@@ -13,6 +13,7 @@ from hub.app import build_app
 from hub.auth import add_user
 from hub.console.web import Console
 from hub.settings import load_settings
+from ledger import SYSTEM
 from skyhub_testkit.hub import Hub
 
 
@@ -69,10 +70,10 @@ def _request(client: str, authorization: str | None = None) -> Request:
 
 
 def test_metrics_need_a_persons_token_and_loopback_only_when_turned_on(tmp_path):
-    app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"))
+    app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"), clock=SYSTEM)
     try:
         console = Console.make(app)
-        token = add_user(app.store, "ops")
+        token = add_user(app.store, "ops", clock=SYSTEM)
         assert not console.metrics_allowed(_request("127.0.0.1")) and not console.metrics_allowed(_request("::1"))
         assert console.metrics_allowed(_request("127.0.0.1", f"Bearer {token}"))
         app.settings.http.metrics_from_loopback = True  # the operator's choice (no proxy on this machine)
@@ -82,3 +83,35 @@ def test_metrics_need_a_persons_token_and_loopback_only_when_turned_on(tmp_path)
         assert console.metrics_allowed(_request("192.0.2.10", f"Bearer {token}"))
     finally:
         app.stop()
+
+
+def test_each_product_brings_its_own_metrics_and_the_hub_names_none_of_their_machines(tmp_path):
+    import ast
+    from pathlib import Path
+
+    from hub.products import products
+    from ledger import FakeClock
+
+    clock = FakeClock()
+    app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"), clock=clock)
+    try:
+        for i, (kind, status, platform) in enumerate([("publish-request", "error", "bsky"), ("publish-request", "done", "ig"),
+                                                      ("mention", "replied", None), ("mention", "skipped", None)]):
+            app.store.put("requests", {"kind": kind, "status": status, **({"platform": platform} if platform else {})}, f"r{i}",
+                          actor="admin")
+        app.store.put("vault", {"kind": "credential", "status": "needs-reauth"}, "instagram:1", actor="admin")
+        console = Console.make(app)
+        console.activity.advance()
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for f in text_string_to_metric_families(console.metrics.scrape().decode()) for s in f.samples}
+    finally:
+        app.stop()
+    assert value(samples, "skyhub_publishes_total", platform="bsky", outcome="error") == 1  # publishers/metrics.py
+    assert value(samples, "skyhub_publishes_total", platform="ig", outcome="done") == 1
+    assert value(samples, "skyhub_replies_total", platform="bsky", outcome="replied") == 1  # bot/metrics.py
+    assert value(samples, "skyhub_replies_total", platform="bsky", outcome="skipped") == 1
+    assert value(samples, "skyhub_credentials_needing_reauth") == 1  # vault/metrics.py
+    product_words = {w for p in products() if p.name != "jobs" for m in p.machines for w in (m.name, m.db, m.kind, *m.states)}
+    source = Path(__file__).resolve().parents[2] / "hub" / "console" / "metrics.py"
+    named = {n.value for n in ast.walk(ast.parse(source.read_text())) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert not named & product_words, f"hub/console/metrics.py names {sorted(named & product_words)}: a product's metrics are its own"

@@ -17,7 +17,7 @@ from hub.console.charts import bars_svg, lines_svg
 from hub.console.diagram import machine_svg
 from hub.console.overview import overview
 from hub.settings import load_settings
-from ledger import FakeClock, Ledger, open_store
+from ledger import SYSTEM, FakeClock, Ledger, open_store
 from ledger.jobs import JOBS
 from publishers.queue import new_request, queue
 from vault import Vault, parse_key
@@ -27,14 +27,14 @@ from vault import Vault, parse_key
 def app(tmp_path, monkeypatch, key_text):
     monkeypatch.setenv("SKYHUB_VAULT_KEY", key_text)
     monkeypatch.setenv("SKYHUB_PROBE__LANES", '{"graph-api": "https://graph.example.org/"}')
-    a = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"))
+    a = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"), clock=SYSTEM)
     yield a
     a.stop()
 
 
 def test_what_needs_a_person_comes_first_in_order(app, key_text):
-    store, now = app.store, app.store.clock.now_ms()
-    maya = Ledger(store, "user:maya")
+    store, now = app.store, app.clock.now_ms()
+    maya = Ledger(store, "user:maya", app.clock)
     Vault(maya, parse_key(key_text, "t")).put("instagram", "178", {"accessToken": "t"})
     cred = store.get("vault", "instagram:178")
     store.put("vault", {**cred, "status": "needs-reauth", "needsReauth": True, "lastError": "Meta 190: expired"}, actor="admin")
@@ -88,7 +88,7 @@ def test_activity_counts_the_last_hour_of_terminal_writes_from_the_change_log(tm
     rules = build_rules()
     store = open_store(f"sqlite:///{tmp_path}/a.db", rules, clock)
     try:
-        maya = Ledger(store, "user:maya")
+        maya = Ledger(store, "user:maya", clock)
         for i in range(30):  # two hours ago: outside the window
             store.put("notes", {"n": i}, actor="user:maya")
         old, _ = queue(maya, new_request("threads", account="29", slug="old", caption="x", now_ms=clock.now_ms()))

@@ -9,7 +9,7 @@ import threading
 import httpx
 
 from hub.auth import AUTH_DB, revoke_token
-from ledger import Ledger
+from ledger import SYSTEM, Ledger
 from publishers.queue import new_request, queue
 
 from .conftest import Console
@@ -55,7 +55,7 @@ def test_a_post_without_the_csrf_value_or_from_another_site_is_refused_and_write
 def test_a_revoked_token_ends_its_sessions_and_sign_out_ends_one(hub, console):
     console.sign_in(hub.token("ana"))
     assert console.http.get("/").status_code == 200
-    revoke_token(hub.admin, "ana")
+    revoke_token(hub.admin, "ana", clock=hub.clock)
     assert console.http.get("/").headers["location"].startswith("/console/sign-in")
     assert console.http.post("/console/publish", data={"csrf": "x"}).status_code in (401, 403)
     console.sign_in(hub.token("ana"))
@@ -103,10 +103,10 @@ def test_a_bad_post_shows_each_sentence_next_to_its_field_and_writes_nothing(hub
 
 def test_retry_and_cancel_where_the_machine_allows(hub, console):
     console.sign_in(hub.token("ana"))
-    ana = Ledger(hub.admin, "user:ana")
-    failed, _ = queue(ana, new_request("threads", account="29", slug="f", caption="x", now_ms=hub.admin.clock.now_ms()))
+    ana = Ledger(hub.admin, "user:ana", hub.clock)
+    failed, _ = queue(ana, new_request("threads", account="29", slug="f", caption="x", now_ms=hub.clock.now_ms()))
     hub.admin.put("requests", {**failed, "status": "error", "lastError": "Threads refused it", "attempts": 3}, actor="admin")
-    waiting, _ = queue(ana, new_request("threads", account="29", slug="w", caption="y", now_ms=hub.admin.clock.now_ms()))
+    waiting, _ = queue(ana, new_request("threads", account="29", slug="w", caption="y", now_ms=hub.clock.now_ms()))
     page = console.http.get("/console/publish").text
     assert 'aria-label="Retry threads:29:f"' in page and 'aria-label="Cancel threads:29:w"' in page
     assert 'aria-label="Cancel threads:29:f"' not in page and 'aria-label="Retry threads:29:w"' not in page
@@ -122,8 +122,8 @@ def test_retry_and_cancel_where_the_machine_allows(hub, console):
 
 def test_a_post_that_needs_a_person_is_shown_first_and_resolved_from_its_page(hub, console):
     console.sign_in(hub.token("ana"))
-    ana = Ledger(hub.admin, "user:ana")
-    doc, _ = queue(ana, new_request("threads", account="29", slug="same", caption="Same", now_ms=hub.admin.clock.now_ms()))
+    ana = Ledger(hub.admin, "user:ana", hub.clock)
+    doc, _ = queue(ana, new_request("threads", account="29", slug="same", caption="Same", now_ms=hub.clock.now_ms()))
     candidates = [{"mediaId": "17900001", "permalink": "https://www.threads.net/@shop/post/A/", "timestamp": "2026-12-01T09:00:00+0000"},
                   {"mediaId": "17900002", "permalink": "https://www.threads.net/@shop/post/B/", "timestamp": "2026-12-01T09:00:01+0000"}]
     hub.admin.put("requests", {**doc, "status": "needs-person", "candidates": candidates, "carouselId": "c1",
@@ -216,7 +216,7 @@ def test_an_open_stream_ends_when_its_token_is_revoked(hub, console):
 
     threading.Thread(target=read, daemon=True).start()
     assert opened.wait(10)
-    revoke_token(hub.admin, "ana")
+    revoke_token(hub.admin, "ana", clock=hub.clock)
     assert ended.wait(20), "the stream stayed open after its token was revoked"
     assert "event: signed-out" in lines
     assert console.http.get("/console/events").status_code == 401  # and it does not open again
@@ -230,7 +230,7 @@ def test_the_cookie_is_secure_when_the_console_is_served_over_https(tmp_path):
     from hub.console.web import Console as Web
     from hub.settings import load_settings
 
-    app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"))
+    app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"), clock=SYSTEM)
     try:
         web = Web.make(app)
         for scheme, secure in (("https", True), ("http", False)):
@@ -271,7 +271,7 @@ def test_sessions_that_ended_over_a_week_ago_are_forgotten_at_a_sign_in(tmp_path
     store = open_store(f"sqlite:///{tmp_path}/s.db", build_rules(), clock)
     try:
         sessions = Sessions(store, clock=clock)
-        token = add_user(store, "ana")
+        token = add_user(store, "ana", clock=clock)
         first, session = sessions.sign_in(token)
         sessions.sign_out(session)
         kept = [d["_id"] for d in store.query("auth", "kind", "session").docs]

@@ -72,9 +72,9 @@ def test_refused_and_rolled_back_writes_change_nothing(store):
 
 WRITER = textwrap.dedent("""
     import sys
-    from ledger import open_store
+    from ledger import SYSTEM, open_store
     url, me = sys.argv[1], sys.argv[2]
-    store = open_store(url)
+    store = open_store(url, None, SYSTEM)
     try:
         for i in range(60):
             doc = store.put("race", {"kind": "own", "status": "a"}, f"{me}-{i}", actor="user:ana")
@@ -88,6 +88,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.durable
 def test_concurrent_writers_in_two_processes_keep_the_counts_exact(store, backend_url):
     store.put("race", {"kind": "own", "status": "a"}, "seed", actor="user:ana")  # the schema exists before they start
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, backend_url, me]) for me in ("p0", "p1")]

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ledger import Elsewhere, FakeClock, Feed, Handler
+from ledger import SYSTEM, Elsewhere, FakeClock, Feed, Handler
 from ledger.actor import handler as handlers
 from ledger.actor import user
 from tests.conftest import default_rules
@@ -25,7 +25,7 @@ def collector(name="collect", dbs=("notes",), **options):
 def test_delivers_every_change_in_commit_order_in_batches_of_at_most_ten(store):
     handler, seen = collector()
     batches = []
-    feed = Feed(store, [handler])
+    feed = Feed(store, [handler], clock=SYSTEM)
     put_notes(store, 25)
     store.put("other", {"x": 1}, "o", actor="user:ana")  # not subscribed
     while feed.step(handler):
@@ -41,7 +41,7 @@ def test_delivers_every_change_in_commit_order_in_batches_of_at_most_ten(store):
 def test_a_feed_position_says_how_far_behind_the_handler_is(store):
     handler, seen = collector()
     put_notes(store, 3)
-    feed = Feed(store, [handler])
+    feed = Feed(store, [handler], clock=SYSTEM)
     feed.step(handler)
     put_notes(store, 4, start=3)
     store.put("other", {"x": 1}, "o", actor="user:ana")
@@ -55,12 +55,12 @@ def test_the_cursor_is_durable_across_restarts(make_store):
     first = make_store()
     handler, seen = collector()
     put_notes(first, 12)
-    Feed(first, [handler]).drain()
+    Feed(first, [handler], clock=SYSTEM).drain()
     first.close()
     second = make_store()
     put_notes(second, 3, start=12)
     handler2, seen2 = collector()
-    Feed(second, [handler2]).drain()
+    Feed(second, [handler2], clock=SYSTEM).drain()
     assert [c.doc["i"] for c in seen] == list(range(12))
     assert [c.doc["i"] for c in seen2] == [12, 13, 14]
 
@@ -69,7 +69,7 @@ def test_the_event_carries_db_id_doc_with_rev_and_deleted(store):
     handler, seen = collector()
     doc = store.put("notes", {"v": 1}, "n", actor="user:ana")
     store.delete("notes", "n", actor="user:ana", if_rev=doc["_rev"])
-    Feed(store, [handler]).drain()
+    Feed(store, [handler], clock=SYSTEM).drain()
     first, second = seen
     assert (first.db, first.id, first.doc["_rev"], first.deleted, first.doc["v"]) == ("notes", "n", doc["_rev"], False, 1)
     assert second.deleted and second.doc["_deleted"] is True
@@ -86,7 +86,7 @@ def test_a_raising_handler_gets_the_same_event_again_with_exponential_backoff(st
 
     handler = Handler("flaky", ["notes"], flaky, backoff=0.05, max_tries=5)
     put_notes(store, 1)
-    Feed(store, [handler]).drain()
+    Feed(store, [handler], clock=SYSTEM).drain()
     assert len(events) == 3 and len({(s, r) for s, r, _ in events}) == 1
     assert [t for _, _, t in events] == [0, 1, 2]
     assert times[1] - times[0] >= 0.05 and times[2] - times[1] >= 0.1
@@ -103,7 +103,7 @@ def test_after_bounded_tries_the_event_goes_to_a_visible_dead_letter_and_the_cur
 
     handler = Handler("poison", ["notes"], poison, backoff=0.001, max_tries=3)
     put_notes(store, 3)
-    Feed(store, [handler]).drain()
+    Feed(store, [handler], clock=SYSTEM).drain()
     assert seen == [0, 2]
     dead = store.query("deadletters", "kind", "dead-letter").docs
     assert len(dead) == 1
@@ -125,7 +125,7 @@ def test_a_handler_past_its_time_limit_is_redelivered(store):
 
     handler = Handler("slow", ["notes"], slow_once, timeout=0.2, backoff=0.01)
     put_notes(store, 1)
-    Feed(store, [handler]).drain()
+    Feed(store, [handler], clock=SYSTEM).drain()
     release.set()
     assert calls == [0, 1]
 
@@ -133,7 +133,7 @@ def test_a_handler_past_its_time_limit_is_redelivered(store):
 def test_the_feed_wakes_on_commit_not_on_a_polling_interval(store):
     got = threading.Event()
     handler = Handler("fast", ["notes"], lambda change, ctx: got.set())
-    feed = Feed(store, [handler], idle_interval=60.0)
+    feed = Feed(store, [handler], idle_interval=60.0, clock=SYSTEM)
     feed.start()
     try:
         time.sleep(0.2)  # the runner is now idle, waiting up to 60 s
@@ -165,7 +165,7 @@ def test_handlers_sharing_a_group_split_batches_and_each_change_is_handled_once(
     put_notes(stores[0], 60)
     seen = {0: [], 1: []}
     feeds = [
-        Feed(s, [Handler("share", ["notes"], lambda c, ctx, i=i: seen[i].append(c.doc["i"]))], batch_size=5)
+        Feed(s, [Handler("share", ["notes"], lambda c, ctx, i=i: seen[i].append(c.doc["i"]))], batch_size=5, clock=SYSTEM)
         for i, s in enumerate(stores)
     ]
     for f in feeds:
@@ -184,7 +184,7 @@ def test_handler_sees_only_its_databases(store, dbs):
     put_notes(store, 2)
     put_notes(store, 2, db="other")
     put_notes(store, 2, db="third")
-    Feed(store, [handler]).drain()
+    Feed(store, [handler], clock=SYSTEM).drain()
     assert sorted({c.db for c in seen}) == sorted(dbs)
 
 
@@ -207,7 +207,7 @@ def own_notes(store, n, start=0, actor="handler:echo"):
 
 def test_a_skip_own_handler_passes_a_tail_of_its_own_changes(hstore):
     handler, seen = collector("echo", skip_own=True)
-    feed = Feed(hstore, [handler])
+    feed = Feed(hstore, [handler], clock=SYSTEM)
     put_notes(hstore, 2)
     own_notes(hstore, 3)
     put_notes(hstore, 1, start=2)
@@ -227,7 +227,7 @@ def test_a_skip_own_handler_passes_a_tail_of_its_own_changes(hstore):
 def test_a_skip_own_handler_whose_log_holds_only_its_own_changes_moves_its_cursor_to_the_end(hstore):
     handler, seen = collector("echo", skip_own=True)
     own_notes(hstore, 4)
-    assert not Feed(hstore, [handler]).step(handler)
+    assert not Feed(hstore, [handler], clock=SYSTEM).step(handler)
     assert seen == []
     position = hstore.feed_position("echo", ["notes"])
     assert position.done == position.claimed == hstore.head_seq() and position.pending == 0
@@ -257,7 +257,7 @@ def test_a_handler_without_skip_own_gets_its_own_writes(hstore):
 
     handler = Handler("echo", ["notes"], echo)
     put_notes(hstore, 2)
-    Feed(hstore, [handler]).drain()
+    Feed(hstore, [handler], clock=SYSTEM).drain()
     assert seen == [("user:ana", 0), ("user:ana", 1), ("handler:echo", 100), ("handler:echo", 101)]
 
 
@@ -272,7 +272,7 @@ def test_a_skip_own_handler_does_not_get_its_own_writes_but_gets_other_handlers(
     handler = Handler("echo", ["notes"], echo, skip_own=True)
     put_notes(hstore, 2)
     own_notes(hstore, 1, start=50, actor="handler:other")
-    Feed(hstore, [handler]).drain()
+    Feed(hstore, [handler], clock=SYSTEM).drain()
     assert seen == [("user:ana", 0), ("user:ana", 1), ("handler:other", 50)]
     assert hstore.feed_position("echo", ["notes"]).pending == 0
 
@@ -324,7 +324,7 @@ def test_after_a_short_batch_the_runner_waits_for_a_commit_instead_of_claiming_a
     got = []
     handler = Handler("short", ["notes"], lambda change, ctx: got.append(change.doc["i"]))
     put_notes(store, 3)  # fewer than a batch
-    feed = Feed(counting, [handler], idle_interval=60.0)
+    feed = Feed(counting, [handler], idle_interval=60.0, clock=SYSTEM)
     feed.start()
     try:
         deadline = time.monotonic() + 10
@@ -345,7 +345,7 @@ def test_a_commit_during_a_claim_is_not_lost(store):
     got = threading.Event()
     counting = CountingStore(store, during_claim=lambda: put_notes(store, 1))
     handler = Handler("wake", ["notes"], lambda change, ctx: got.set())
-    feed = Feed(counting, [handler], idle_interval=60.0)
+    feed = Feed(counting, [handler], idle_interval=60.0, clock=SYSTEM)
     feed.start()  # the first claim finds nothing, and a note commits before the runner waits
     try:
         assert got.wait(10), "the commit made during the claim did not wake the runner"
@@ -381,7 +381,7 @@ def test_another_processs_commit_wakes_a_hinted_listener_with_its_database_and_a
 def test_a_skip_own_feed_is_not_woken_by_its_own_actors_commits_elsewhere(store):
     handler, _seen = collector("echo", skip_own=True)
     other, _ = collector("other")
-    feed = Feed(store, [handler, other], idle_interval=60.0)
+    feed = Feed(store, [handler, other], idle_interval=60.0, clock=SYSTEM)
     feed._on_commit(Elsewhere("notes", "handler:echo"))
     assert not feed._wakes["echo"].is_set() and feed._wakes["other"].is_set()
     feed._on_commit(Elsewhere("other-db", "user:ana"))
@@ -402,7 +402,7 @@ def test_a_running_feeds_handler_past_its_time_limit_is_redelivered_and_the_feed
 
     handler = Handler("slow", ["notes"], slow_once, timeout=0.2, backoff=0.01)
     put_notes(store, 1)
-    feed = Feed(store, [handler], idle_interval=60.0)
+    feed = Feed(store, [handler], idle_interval=60.0, clock=SYSTEM)
     feed.start()
     try:
         wait_for(lambda: len(calls) >= 2)
@@ -430,7 +430,7 @@ def test_a_long_handler_call_keeps_its_batch_lease(make_store):
             time.sleep(2.5)  # more than twice the lease
 
     feeds = [
-        Feed(s, [Handler("long", ["notes"], slow, group="g")], lease_ms=1_000, idle_interval=0.1) for s in stores
+        Feed(s, [Handler("long", ["notes"], slow, group="g")], lease_ms=1_000, idle_interval=0.1, clock=SYSTEM) for s in stores
     ]
     put_notes(stores[0], 3)
     feeds[0].start()

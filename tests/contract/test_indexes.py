@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import re
 import secrets
-import sqlite3
 
 import psycopg
 import pytest
 from psycopg import sql as pgsql
 
-from ledger import Invalid, Machine, NotFound, Rules, open_store
-from ledger.schema import POSTGRES, SQLITE, STATUS_INDEX, index_name, indexed_query, status_query
+from ledger import Invalid, Machine, NotFound, Rules
+from ledger.schema import SQLITE, STATUS_INDEX, index_name, indexed_query, status_query
 from ledger.sql import SCAN_ROWS
+from tests.conftest import open_backend
 
 
 def rules(*pairs):
@@ -25,24 +25,18 @@ def rules(*pairs):
 
 def index_names(store):
     """The indexes on docs, as the database itself lists them."""
-    if store.url.startswith("sqlite:///"):
-        conn = sqlite3.connect(store.path)
-        try:
-            return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'docs'")}
-        finally:
-            conn.close()
+    if store.dialect is SQLITE:  # a file or in memory: through the store's own connection
+        with store._op() as cur:
+            return {r[0] for r in cur.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'docs'").fetchall()}
     with psycopg.connect(store.url) as conn:
         return {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'docs'")}
 
 
 def plan(store, sql, args):
     """The plan of ``sql`` as the store runs it (PostgreSQL: the generic plan of a prepared statement)."""
-    if store.url.startswith("sqlite:///"):
-        conn = sqlite3.connect(store.path)
-        try:
-            return "\n".join(str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, args))
-        finally:
-            conn.close()
+    if store.dialect is SQLITE:
+        with store._op() as cur:
+            return "\n".join(str(r[-1]) for r in cur.execute("EXPLAIN QUERY PLAN " + sql, args).fetchall())
     names: list[str] = []
 
     def number(m):  # %(name)s -> $n, as the server sees the store's prepared statement
@@ -63,7 +57,7 @@ def plan(store, sql, args):
 
 
 def dialect(store):
-    return SQLITE if store.url.startswith("sqlite:///") else POSTGRES
+    return store.dialect
 
 
 def fill(store, n=300, db="tasks"):
@@ -223,7 +217,7 @@ def test_an_indexed_value_too_long_to_index_is_refused_alike(make_store):
 
 
 def test_open_store_takes_pool_settings(backend_url):
-    store = open_store(backend_url, Rules(), pool_size=2, statement_timeout=3, connect_timeout=2)
+    store = open_backend(backend_url, Rules(), pool_size=2, statement_timeout=3, connect_timeout=2)
     try:
         store.put("notes", {"v": 1}, "n", actor="user:ana")
         assert store.ping(1.0) < 1.0

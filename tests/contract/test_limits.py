@@ -4,13 +4,13 @@ nothing is written; and nothing the store holds can break a reader."""
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import psycopg
 import pytest
 
-from ledger import Feed, Handler, Invalid, Rules
+from ledger import SYSTEM, Feed, Handler, Invalid, Rules
 from ledger.document import MAX_DEPTH, MAX_KEYS
+from ledger.schema import SQLITE
 
 
 def nested(depth):
@@ -132,13 +132,11 @@ def test_bad_once_keys_are_refused(store, key):
 def plant(store, db, doc_id, body_text):
     """Write a row as an older version could have (no limits), straight into the database."""
     rev = "1-0000000000000000"
-    if store.url.startswith("sqlite:///"):
-        conn = sqlite3.connect(store.path)
-        with conn:
-            conn.execute("INSERT INTO docs (db, id, rev, body, deleted) VALUES (?, ?, ?, ?, 0)", (db, doc_id, rev, body_text))
-            conn.execute("INSERT INTO changes (db, id, rev, body, deleted, actor, at) VALUES (?, ?, ?, ?, 0, 'user:old', 0)",
-                         (db, doc_id, rev, body_text))
-        conn.close()
+    if store.dialect is SQLITE:  # a file or in memory: through the store's own connection
+        with store._tx() as cur:
+            cur.execute("INSERT INTO docs (db, id, rev, body, deleted) VALUES (?, ?, ?, ?, 0)", (db, doc_id, rev, body_text))
+            cur.execute("INSERT INTO changes (db, id, rev, body, deleted, actor, at) VALUES (?, ?, ?, ?, 0, 'user:old', 0)",
+                        (db, doc_id, rev, body_text))
     else:
         with psycopg.connect(store.url, autocommit=True) as conn:
             conn.execute("INSERT INTO docs (db, id, rev, body, deleted) VALUES (%s, %s, %s, %s::jsonb, 0)", (db, doc_id, rev, body_text))
@@ -158,7 +156,7 @@ def test_a_too_deep_document_already_stored_does_not_break_readers(make_store, d
     assert len(store.history("notes", "deep")) == 1
     json.dumps(store.changes(0)[0].doc)  # serializable
     seen = []
-    feed = Feed(store, [Handler("reader", ["notes"], lambda change, ctx: seen.append(change.id))])
+    feed = Feed(store, [Handler("reader", ["notes"], lambda change, ctx: seen.append(change.id))], clock=SYSTEM)
     feed.drain()
     assert seen == ["deep", "after"]  # the feed goes past it
     with pytest.raises(Invalid, match="reserved"):

@@ -7,9 +7,11 @@ import sqlite3
 import psycopg
 import pytest
 
-from ledger import Feed, Handler, Rules, open_store
+from ledger import SYSTEM, Feed, Handler, Rules, open_store
 from ledger.schema import MIGRATIONS, STATUS_INDEX, index_name
 from tests.contract.test_indexes import index_names
+
+pytestmark = pytest.mark.durable  # a database an earlier version made: a file or a server, never one in memory
 
 # the tables exactly as versions 1-3 made them, and the indexes that reads used to make
 V3 = {
@@ -98,7 +100,7 @@ def v3_url(backend_url):
 def test_a_version_3_database_keeps_working(v3_url):
     rules = Rules()
     rules.index("tasks", "owner")
-    store = open_store(v3_url, rules)
+    store = open_store(v3_url, rules, SYSTEM)
     try:
         assert versions(v3_url) == [m.version for m in MIGRATIONS]
         names = index_names(store)
@@ -113,11 +115,11 @@ def test_a_version_3_database_keeps_working(v3_url):
         assert [c.seq for c in store.history("tasks", "t1")] == [1, 2]
         assert [(c.status, c.n) for c in store.counts("tasks")] == [("done", 1)]
         seen = []
-        Feed(store, [Handler("reader", ["tasks"], lambda change, ctx: seen.append(change.seq))]).drain()
+        Feed(store, [Handler("reader", ["tasks"], lambda change, ctx: seen.append(change.seq))], clock=SYSTEM).drain()
         assert seen == [1, 2]
     finally:
         store.close()
-    again = open_store(v3_url, Rules())  # opening again changes nothing
+    again = open_store(v3_url, Rules(), SYSTEM)  # opening again changes nothing
     try:
         assert versions(v3_url) == [m.version for m in MIGRATIONS]
         assert again.get("tasks", "t1")["status"] == "done"

@@ -10,7 +10,7 @@ import uuid
 
 import psycopg
 
-from ledger import Rules, open_store
+from ledger import SYSTEM, Rules, open_store
 from tests.conftest import PG_URL
 
 POOL = 4
@@ -51,7 +51,7 @@ def wait_for(check, timeout=10.0):
 
 def test_bursts_of_threads_keep_sqlite_file_handles_within_the_pool(tmp_path):
     before = open_fds()
-    store = open_store(f"sqlite:///{tmp_path}/pool.db", Rules(), pool_size=POOL)
+    store = open_store(f"sqlite:///{tmp_path}/pool.db", Rules(), SYSTEM, pool_size=POOL)
     bursts(store)
     assert store.get("notes", f"b{BURSTS - 1}-{THREADS - 1}")["i"] == THREADS - 1
     # each connection holds the database, its WAL and its shared-memory file
@@ -64,7 +64,7 @@ def test_bursts_of_threads_keep_sqlite_file_handles_within_the_pool(tmp_path):
 def test_bursts_of_threads_keep_postgres_connections_within_the_pool(pg_url):
     name = f"skyhub-burst-{uuid.uuid4().hex[:8]}"
     before = open_fds()
-    store = open_store(f"{pg_url}&application_name={name}", Rules(), pool_size=POOL)
+    store = open_store(f"{pg_url}&application_name={name}", Rules(), SYSTEM, pool_size=POOL)
     bursts(store)
     assert len(store.changes(0, 1000)) == BURSTS * THREADS
     assert 1 <= pg_connections(name) <= POOL

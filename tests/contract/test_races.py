@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import threading
 
-from ledger import open_store
+from tests.conftest import open_backend
 
 
 def test_a_blind_write_that_races_the_creation_of_its_document_overwrites_it(store, backend_url):
     """A writer that finds no document and writes blind, while another transaction is creating
     that document, must not fail with a conflict: it waits for the creation and overwrites it,
     as a blind write does (the creator's transaction is held open until the writer waits)."""
-    other = open_store(backend_url)  # a second store: nothing it has seen helps the first
+    other = open_backend(backend_url)  # a second store: nothing it has seen helps the first
     holding, release, done = threading.Event(), threading.Event(), threading.Event()
     errors: list[BaseException] = []
 

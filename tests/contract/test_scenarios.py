@@ -99,7 +99,7 @@ def test_handler_raising_after_claim_is_redelivered_refused_and_swept_home(env, 
 
 def test_a_claim_never_finished_is_swept_back_then_failed_after_three_attempts(env, clock):
     store, rules = env
-    worker = Ledger(store, "handler:on_change")
+    worker = Ledger(store, "handler:on_change", clock)
     sweeper = Sweeper(store, rules, clock=clock)
     new_job(store)
     for attempt in (1, 2, 3):
@@ -127,7 +127,7 @@ def test_a_claim_never_finished_is_swept_back_then_failed_after_three_attempts(e
 
 def test_a_finish_after_the_sweep_took_the_job_back_is_a_stale_claim(env, clock):
     store, rules = env
-    worker = Ledger(store, "handler:on_change")
+    worker = Ledger(store, "handler:on_change", clock)
     new_job(store)
     held = claim(worker, "jobs", store.get("jobs", "j1"), "running", LEASE, clock.now_ms())
     clock.advance(LEASE + 1)
@@ -152,7 +152,7 @@ def test_two_claims_race_and_only_one_commits_before_any_work(make_store, clock)
     def race(i):
         barrier.wait()
         try:
-            held = claim(Ledger(stores[i], "handler:on_change"), "jobs", snapshot, "running", LEASE, clock.now_ms())
+            held = claim(Ledger(stores[i], "handler:on_change", clock), "jobs", snapshot, "running", LEASE, clock.now_ms())
         except Conflict as exc:
             lost.append(exc.code)
             return
@@ -172,7 +172,7 @@ def test_heartbeat_keeps_the_lease_and_the_finish_uses_its_revision(env, clock):
     from ledger.lease import heartbeat
 
     store, rules = env
-    worker = Ledger(store, "handler:on_change")
+    worker = Ledger(store, "handler:on_change", clock)
     sweeper = Sweeper(store, rules, clock=clock)
     new_job(store)
     held = claim(worker, "jobs", store.get("jobs", "j1"), "running", LEASE, clock.now_ms())
@@ -194,7 +194,7 @@ def test_own_writes_fire_the_feed_and_every_chain_ends_after_one_step(env, clock
         new_job(store, f"j{i}")
     # one job is claimed by a worker that dies; the sweep's write must be picked up by the feed
     Sweeper(store, rules, clock=clock)
-    claim(Ledger(store, "handler:on_change"), "jobs", store.get("jobs", "j0"), "running", LEASE, clock.now_ms())
+    claim(Ledger(store, "handler:on_change", clock), "jobs", store.get("jobs", "j0"), "running", LEASE, clock.now_ms())
     feed.drain()
     clock.advance(LEASE + 1)
     Sweeper(store, rules, clock=clock).sweep_once()

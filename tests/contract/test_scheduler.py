@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ledger import FakeClock, Invalid, Scheduler, Tick, parse_interval
+from ledger import SYSTEM, FakeClock, Invalid, Scheduler, Tick, parse_interval
 
 
 @pytest.mark.parametrize("text,seconds", [("5s", 5), ("30s", 30), ("1m", 60), ("250ms", 0.25), ("2h", 7200), (1.5, 1.5)])
@@ -56,14 +56,14 @@ def test_a_failing_tick_is_recorded_with_its_error(store):
     def boom(event, ctx):
         raise RuntimeError("upstream said no")
 
-    scheduler = Scheduler(store, [Tick("probe", "1m", boom)])
+    scheduler = Scheduler(store, [Tick("probe", "1m", boom)], clock=SYSTEM)
     assert scheduler.run("probe") == "error"
     (run,) = store.tick_runs("probe")
     assert run.outcome == "error" and "upstream said no" in run.error and run.finished_at is not None
 
 
 def test_unknown_tick_names_the_known_ones(store):
-    scheduler = Scheduler(store, [Tick("sweep", "30s", lambda e, c: None)])
+    scheduler = Scheduler(store, [Tick("sweep", "30s", lambda e, c: None)], clock=SYSTEM)
     with pytest.raises(Invalid) as err:
         scheduler.run("swept")
     assert "sweep" in err.value.reason
@@ -80,7 +80,7 @@ def test_apscheduler_runs_ticks_and_two_schedulers_share_the_slots(make_store):
         return fn
 
     schedulers = [
-        Scheduler(make_store(), [Tick("beat", "200ms", record(owner))], owner=owner) for owner in ("a", "b")
+        Scheduler(make_store(), [Tick("beat", "200ms", record(owner))], owner=owner, clock=SYSTEM) for owner in ("a", "b")
     ]
     for s in schedulers:
         s.start()

@@ -8,13 +8,16 @@ import pytest
 
 from ledger import SYSTEM, Conflict, Forbidden, Invalid, NotFound, Rules, TooLarge
 from ledger.document import MAX_DOC_BYTES
-from tests.conftest import BACKENDS, REMOTE_BACKENDS, reset_database
+from skyhub_testkit.memory import MemoryDatabase
+from tests.conftest import REMOTE_BACKENDS, reset_database
+from tests.contract.conftest import STORE_BACKENDS
 
 
-@pytest.fixture(params=BACKENDS + REMOTE_BACKENDS)
+@pytest.fixture(params=STORE_BACKENDS + REMOTE_BACKENDS)
 def make_store(request, tmp_path, remote_hubs):
     """Every backend, the remote one included: a real hub over HTTP, on SQLite and PostgreSQL."""
     opened = []
+    memory = None
     if request.param.startswith("remote-"):
         from skyhub_testkit.hub import ActorRouter
 
@@ -28,12 +31,18 @@ def make_store(request, tmp_path, remote_hubs):
     else:
         from tests.conftest import store_factory
 
-        url = f"sqlite:///{tmp_path}/skyhub.db" if request.param == "sqlite" else request.getfixturevalue("pg_url")
+        if request.param == "memory":
+            memory = MemoryDatabase()
+            url = memory.url
+        else:
+            url = f"sqlite:///{tmp_path}/skyhub.db" if request.param == "sqlite" else request.getfixturevalue("pg_url")
         factory = store_factory(url, opened)
 
     yield factory
     for store in opened:
         store.close()
+    if memory is not None:
+        memory.close()
 
 
 def test_put_then_get_returns_the_document_with_id_and_rev(store):
@@ -327,9 +336,9 @@ def test_a_conninfo_string_is_not_mistaken_for_a_file(tmp_path):
     from ledger import open_store
 
     with pytest.raises(Invalid, match="postgresql://"):
-        open_store("user=postgres dbname=test host=127.0.0.1 port=5432")
+        open_store("user=postgres dbname=test host=127.0.0.1 port=5432", None, SYSTEM)
     with pytest.raises(Invalid, match="unknown database URL scheme"):
-        open_store("mysql://root@localhost/x")
+        open_store("mysql://root@localhost/x", None, SYSTEM)
 
 
 # ---- a write is checked against the head, even when another writer moved it just before ------

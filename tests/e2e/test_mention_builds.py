@@ -94,7 +94,7 @@ def test_mentions_are_ingested_built_and_replied_to_once(bsky_network, tmp_path)
 
         # the builder lane, as a device over the hub's API
         key = new_device_key()
-        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key))
+        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key), clock=hub.clock)
         site = tmp_path / "site"
         site.mkdir()
         pages = PageServer(site)  # stands in for GitHub Pages: not serving until the "push" lands
@@ -178,7 +178,7 @@ def test_a_mention_gets_a_page_made_by_a_language_model_and_one_reply_naming_it(
         assert hub.admin.get("requests", doc_id)["status"] == "pending-build"
 
         key = new_device_key()
-        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key))
+        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key), clock=hub.clock)
         site = tmp_path / "site"
         site.mkdir()
         pages = PageServer(site)

@@ -20,7 +20,7 @@ from hub.auth import (
     revoke_token,
     sign_request,
 )
-from ledger import FakeClock, Forbidden, Invalid, open_store
+from ledger import SYSTEM, FakeClock, Forbidden, Invalid, open_store
 from tests.conftest import reset_database
 
 HUB = "http://hub.test:8470"
@@ -36,12 +36,12 @@ def local(tmp_path):
 
 def test_a_token_authenticates_as_its_person_until_revoked(local):
     store, clock = local
-    token = add_user(store, "ana")
+    token = add_user(store, "ana", clock=clock)
     auth = Authenticator(store, HUB)
     assert auth.authenticate(f"Bearer {token}", "GET", "/v1/whoami", b"", clock.now_ms()).actor == "user:ana"
     (meta,) = list_tokens(store)
     assert meta["name"] == "ana" and "hash" not in meta and token not in str(meta)
-    revoke_token(store, "ana")
+    revoke_token(store, "ana", clock=clock)
     with pytest.raises(Unauthorized) as err:
         auth.authenticate(f"Bearer {token}", "GET", "/v1/whoami", b"", clock.now_ms())
     assert "revoked" in err.value.reason
@@ -69,7 +69,7 @@ def test_bad_credentials_are_refused_with_a_reason(local, header, reason):
 def test_device_signatures_bind_method_path_time_body_and_are_used_once(local):
     store, clock = local
     key = new_device_key()
-    approve_device(store, "gha-builder", "device:builder", public_key_of(key))
+    approve_device(store, "gha-builder", "device:builder", public_key_of(key), clock=clock)
     auth = Authenticator(store, HUB)
     now = clock.now_ms()
 
@@ -89,7 +89,7 @@ def test_device_signatures_bind_method_path_time_body_and_are_used_once(local):
         auth.authenticate(sign(method="GET", target="/v1/whoami", body=b"", ts=now - 61_000), "GET", "/v1/whoami", b"", now)
     with pytest.raises(Unauthorized, match="does not match"):
         auth.authenticate(sign(k=new_device_key(), method="GET", target="/v1/whoami", body=b""), "GET", "/v1/whoami", b"", now)
-    revoke_device(store, "gha-builder")
+    revoke_device(store, "gha-builder", clock=clock)
     with pytest.raises(Unauthorized, match="revoked"):
         auth.authenticate(sign(method="GET", target="/v1/whoami", body=b""), "GET", "/v1/whoami", b"", now)
 
@@ -98,8 +98,8 @@ def test_a_signature_binds_the_device_name_and_the_hub(local):
     store, clock = local
     key = new_device_key()
     # one key approved under two names, acting as two different actors
-    approve_device(store, "lane-a", "device:builder", public_key_of(key))
-    approve_device(store, "lane-b", "device:publisher", public_key_of(key))
+    approve_device(store, "lane-a", "device:builder", public_key_of(key), clock=clock)
+    approve_device(store, "lane-b", "device:publisher", public_key_of(key), clock=clock)
     auth = Authenticator(store, HUB)
     now = clock.now_ms()
     signed_as_a = sign_request(key, "lane-a", "GET", "/v1/whoami", b"", now, hub=HUB)
@@ -141,9 +141,9 @@ def test_a_hub_url_that_is_not_one_is_refused(url):
 
 def test_the_hub_keeps_no_secret_of_a_device_or_a_token(local, tmp_path):
     store, _ = local
-    token = add_user(store, "ana")
+    token = add_user(store, "ana", clock=SYSTEM)
     key = new_device_key()
-    approve_device(store, "gha-builder", "device:builder", public_key_of(key))
+    approve_device(store, "gha-builder", "device:builder", public_key_of(key), clock=SYSTEM)
     from hub.auth import private_key_to_pem
 
     pem = private_key_to_pem(key)
@@ -159,7 +159,7 @@ def test_only_admin_writes_the_auth_database(local):
     with pytest.raises(Forbidden):
         store.put(AUTH_DB, {"kind": "token", "actor": "admin"}, "token:evil", actor="user:ana")
     with pytest.raises(Invalid):
-        approve_device(store, "root", "admin", public_key_of(new_device_key()))
+        approve_device(store, "root", "admin", public_key_of(new_device_key()), clock=SYSTEM)
 
 
 # ---- over HTTP, against a real `skyhub run` ------------------------------------------------
@@ -178,11 +178,11 @@ def history_len(hub, db, doc_id):
 def test_http_refusals_are_401_with_the_documented_body_and_write_nothing(hub):
     token = hub.token("ana")
     key = new_device_key()
-    approve_device(hub.admin, "lane", "device:builder", public_key_of(key))
+    approve_device(hub.admin, "lane", "device:builder", public_key_of(key), clock=hub.clock)
     url = f"{hub.url}/v1/db/notes/docs/n1"
     body = b'{"v": 1}'
     target = "/v1/db/notes/docs/n1"
-    now = hub.admin.clock.now_ms()
+    now = hub.clock.now_ms()
     cases = {
         "none": {},
         "bad token": {"Authorization": "Bearer skh_0123456789ab_" + "y" * 43},
@@ -191,7 +191,7 @@ def test_http_refusals_are_401_with_the_documented_body_and_write_nothing(hub):
         "other hub": {"Authorization": sign_request(key, "lane", "PUT", target, body, now, hub="http://127.0.0.1:1")},
     }
     revoked = hub.token("bob")
-    revoke_token(hub.admin, "bob")
+    revoke_token(hub.admin, "bob", clock=hub.clock)
     cases["revoked"] = {"Authorization": f"Bearer {revoked}"}
     for name, headers in cases.items():
         response = httpx.put(url, content=body, headers={**headers, "Content-Type": "application/json"})
@@ -211,7 +211,7 @@ def test_a_device_writing_an_edge_its_actor_may_not_gets_403_with_the_machines_r
     builder = hub.client("device:builder")
     worker = hub.client("handler:on_change")
     job = person.put("jobs", {"type": "job", "status": "pending", "input": 1}, "j1", actor="user:ana")
-    claim = {"type": "job", "status": "running", "input": 1, "attempts": 1, "claimId": "c1", "leaseUntil": hub.admin.clock.now_ms() + 60_000}
+    claim = {"type": "job", "status": "running", "input": 1, "attempts": 1, "claimId": "c1", "leaseUntil": hub.clock.now_ms() + 60_000}
     with pytest.raises(Forbidden) as err:
         builder.put("jobs", claim, "j1", actor="device:builder", if_rev=job["_rev"])
     assert err.value.reason == "device:builder may not move a job from pending to running (only handler:on_change)"
@@ -244,8 +244,8 @@ def test_a_request_signed_for_one_hub_is_refused_by_another_and_the_host_header_
     a, b = remote_hubs("sqlite"), remote_hubs("postgres")
     key = new_device_key()
     for h in (a, b):
-        approve_device(h.admin, "roamer", "device:builder", public_key_of(key))
-    now = a.admin.clock.now_ms()
+        approve_device(h.admin, "roamer", "device:builder", public_key_of(key), clock=h.clock)
+    now = a.clock.now_ms()
     header = sign_request(key, "roamer", "GET", "/v1/whoami", b"", now, hub=a.url)
     refused = httpx.get(f"{b.url}/v1/whoami", headers={"Authorization": header})
     assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
@@ -267,8 +267,8 @@ def test_a_hub_behind_a_proxy_checks_signatures_against_its_public_url(tmp_path)
     hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False, env={"SKYHUB_PUBLIC_URL": "https://hub.example.org/"})
     try:
         key = new_device_key()
-        approve_device(hub.admin, "lane", "device:builder", public_key_of(key))
-        now = hub.admin.clock.now_ms()
+        approve_device(hub.admin, "lane", "device:builder", public_key_of(key), clock=hub.clock)
+        now = hub.clock.now_ms()
         for_public = sign_request(key, "lane", "GET", "/v1/whoami", b"", now, hub="https://hub.example.org")
         assert httpx.get(f"{hub.url}/v1/whoami", headers={"Authorization": for_public}).json()["actor"] == "device:builder"
         for_bound = sign_request(key, "lane", "GET", "/v1/whoami", b"", now, hub=hub.url)

@@ -56,9 +56,9 @@ def test_writing_loads_the_rules_but_not_the_bot_the_api_or_the_scheduler(tmp_pa
 
 def test_a_hub_without_the_bot_has_not_imported_atproto(tmp_path):
     code = (  # what `skyhub run` builds and imports: the app, the API with the console, the server
-        "import sys; from hub.settings import load_settings; from hub.app import build_app; "
-        "from hub.api import create_api; import hub.server; "
-        "app = build_app(load_settings()); create_api(app); app.stop(); "
+        "import sys; from ledger import SYSTEM; from hub.settings import load_settings; from hub.app import build_app; "
+        "from hub.webapp import create_api; import hub.server; "
+        "app = build_app(load_settings(), clock=SYSTEM); create_api(app); app.stop(); "
         "print(any(m.startswith('atproto') for m in sys.modules), [t.name for t in app.ticks], 'PIL' in sys.modules)"
     )
     env = {**os.environ, "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db", "PYTHONPATH": ROOT}

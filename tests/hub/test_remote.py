@@ -20,7 +20,7 @@ from hub.auth import (
 )
 from hub.gate import RequestTimeout
 from hub.remote import DeviceAuth, RemoteStore, TokenAuth
-from ledger import BackendError, Conflict, Forbidden, Invalid, LedgerError, NotFound, TooLarge, open_store
+from ledger import SYSTEM, BackendError, Conflict, Forbidden, Invalid, LedgerError, NotFound, TooLarge, open_store
 
 
 def store_with(handler, attempts=3):
@@ -91,8 +91,8 @@ def test_a_response_without_an_error_body_is_still_one_clear_error():
 
 def test_device_auth_signs_the_exact_request_for_its_hub_and_hides_the_key(tmp_path):
     key = new_device_key()
-    store = open_store(f"sqlite:///{tmp_path}/hub.db", build_rules())
-    approve_device(store, "lane", "device:builder", public_key_of(key))
+    store = open_store(f"sqlite:///{tmp_path}/hub.db", build_rules(), SYSTEM)
+    approve_device(store, "lane", "device:builder", public_key_of(key), clock=SYSTEM)
     seen = {}
 
     def handler(request):
@@ -101,7 +101,7 @@ def test_device_auth_signs_the_exact_request_for_its_hub_and_hides_the_key(tmp_p
         seen["body"] = request.content
         return httpx.Response(200, json={"id": "n", "rev": "1-a"})
 
-    auth = DeviceAuth("lane", key)
+    auth = DeviceAuth("lane", key, SYSTEM)
     remote = RemoteStore("http://Hub.Test:80/", auth, transport=httpx.MockTransport(handler))
     remote.put("notes", {"v": 1}, "a/b", if_rev="1-x")
     assert seen["auth"].startswith('SkyhubDevice v="2",hub="http://hub.test",name="lane",ts="')

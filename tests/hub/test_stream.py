@@ -10,10 +10,12 @@ import threading
 
 import pytest
 
-from hub.api import render
+from hub.api.changes import Shown
 from hub.stream import Fanout
-from ledger import Rules, open_store
+from ledger import SYSTEM, Rules, open_store
 from tests.conftest import reset_database
+
+render = Shown({}).render  # what the API shows of a change
 
 ACTOR = "user:test"
 
@@ -38,7 +40,7 @@ class CountingStore:
 
 @pytest.fixture
 def store(tmp_path):
-    store = open_store(f"sqlite:///{tmp_path}/stream.db", Rules())
+    store = open_store(f"sqlite:///{tmp_path}/stream.db", Rules(), SYSTEM)
     yield CountingStore(store)
     store.close()
 

@@ -10,7 +10,7 @@ import sys
 import httpx
 
 from hub.app import build_rules
-from ledger import open_store
+from ledger import SYSTEM, open_store
 from skyhub_testkit.hub import ROOT, Hub
 
 NO_KEY = {"SKYHUB_VAULT_KEY": "", "SKYHUB_VAULT_KEY_FILE": "", "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
@@ -32,7 +32,7 @@ def test_a_hub_without_a_vault_key_says_so_everywhere(tmp_path):
         assert put.returncode == 1 and put.stderr.startswith("skyhub: no_master_key: the hub has no vault master key"), put.stderr
 
         # a credential that the hub can never open: the vault tick fails every run, and health says so
-        store = open_store(url, build_rules())
+        store = open_store(url, build_rules(), SYSTEM)
         try:
             store.put("vault", {"kind": "credential", "platform": "instagram", "account": "1", "status": "unverified", "version": 1},
                       "instagram:1", actor="admin")

@@ -20,15 +20,15 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from ledger import Feed, Handler, open_store  # noqa: E402
+from ledger import SYSTEM, Feed, Handler, open_store  # noqa: E402
 from ledger.sqlite import SQLiteStore  # noqa: E402
 
 
 def feed(args: argparse.Namespace) -> None:
-    store = open_store(args.db) if args.poll_s is None else SQLiteStore(args.db, poll_interval=args.poll_s)
+    store = open_store(args.db, None, SYSTEM) if args.poll_s is None else SQLiteStore(args.db, None, SYSTEM, poll_interval=args.poll_s)
     log = open(args.log, "a", buffering=1)
     handler = Handler("notes", ["notes"], lambda change, ctx: log.write(f"got {change.id}\n"))
-    running = Feed(store, [handler], idle_interval=60)
+    running = Feed(store, [handler], idle_interval=60, clock=SYSTEM)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     running.start()
@@ -39,7 +39,7 @@ def feed(args: argparse.Namespace) -> None:
 
 
 def write(args: argparse.Namespace) -> None:
-    store = SQLiteStore(args.db, wal_limit=64 * 1024)
+    store = SQLiteStore(args.db, None, SYSTEM, wal_limit=64 * 1024)
     i = args.start
     while True:
         store.put("notes", {"i": i, "pad": "x" * 500}, f"n{i:07d}", actor="user:ana")

@@ -15,7 +15,7 @@ def test_skyhub_build_run_against_a_hub_with_a_device_credential(tmp_path):
     hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False)
     try:
         key = new_device_key()
-        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key))
+        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key), clock=hub.clock)
         ids = []
         for i, text in enumerate(["@skybot.test make me a pomodoro timer", "@skybot.test a to-do list please"]):
             uri = f"at://did:plc:alice/app.bsky.feed.post/3kb{i}"
@@ -61,7 +61,7 @@ def test_the_lane_builds_with_a_language_model_and_keeps_the_days_budget_on_the_
     hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False)
     try:
         key = new_device_key()
-        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key))
+        approve_device(hub.admin, "gha-builder", "device:builder", public_key_of(key), clock=hub.clock)
         uri = "at://did:plc:alice/app.bsky.feed.post/3kq"
         doc = {"kind": "mention", "status": "pending-build", "uri": uri, "cid": "bafyq", "text": "@skybot.test a tip splitter in euros",
                "authorDid": "did:plc:alice", "authorHandle": "alice.test", "root": {"uri": uri, "cid": "bafyq"},

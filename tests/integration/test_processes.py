@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger import open_store
+from ledger import SYSTEM, open_store
 from tests.conftest import default_rules
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -75,7 +75,7 @@ def stores():
     opened = []
 
     def make(url):
-        store = open_store(url, default_rules())
+        store = open_store(url, default_rules(), SYSTEM)
         opened.append(store)
         return store
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger import SYSTEM
 from ledger.sqlite import SQLiteStore
 from ledger.wake import wake_folder
 
@@ -56,7 +57,7 @@ def wait_for(log, doc_id, within):
 
 @pytest.fixture
 def writer(tmp_path):
-    store = SQLiteStore(str(tmp_path / "skyhub.db"))
+    store = SQLiteStore(str(tmp_path / "skyhub.db"), None, SYSTEM)
     yield store
     store.close()
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ledger import BackendError, Rules, open_store
+from ledger import SYSTEM, BackendError, Rules, open_store
 
 pytestmark = pytest.mark.slow
 STATEMENT_TIMEOUT = 1.0
@@ -101,8 +101,8 @@ def eventually(action, timeout=30.0):
 
 def test_a_stalled_database_fails_fast_and_everything_recovers(proxied, pg_url):
     proxy, url = proxied
-    store = open_store(url, Rules(), statement_timeout=STATEMENT_TIMEOUT, connect_timeout=2)
-    direct = open_store(pg_url, Rules())
+    store = open_store(url, Rules(), SYSTEM, statement_timeout=STATEMENT_TIMEOUT, connect_timeout=2)
+    direct = open_store(pg_url, Rules(), SYSTEM)
     store.listen_check = 0.3
     woken = threading.Event()
     store.subscribe(lambda change: woken.set() if change is None else None)
@@ -157,7 +157,7 @@ def test_a_stalled_database_fails_fast_and_everything_recovers(proxied, pg_url):
 def test_an_unreachable_database_is_reported_by_ping(pg_url):
     proxy = Proxy("127.0.0.1", 5432)
     url = pg_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
-    store = open_store(url, Rules(), statement_timeout=STATEMENT_TIMEOUT, connect_timeout=2)
+    store = open_store(url, Rules(), SYSTEM, statement_timeout=STATEMENT_TIMEOUT, connect_timeout=2)
     try:
         proxy.close()  # nothing listens on the port any more, and open connections end
         started = time.monotonic()
@@ -178,7 +178,7 @@ def test_connections_killed_by_the_server_are_replaced(pg_url):
     from tests.conftest import PG_URL
 
     name = "skyhub-kill-test"
-    store = open_store(f"{pg_url}&application_name={name}", Rules(), statement_timeout=STATEMENT_TIMEOUT)
+    store = open_store(f"{pg_url}&application_name={name}", Rules(), SYSTEM, statement_timeout=STATEMENT_TIMEOUT)
     try:
         store.put("notes", {"v": 1}, "n1", actor="user:ana")
         with psycopg.connect(PG_URL, autocommit=True) as conn:

@@ -49,6 +49,14 @@ def test_the_wheel_runs_from_a_fresh_environment(tmp_path):
     skyhub = str(venv / "bin" / "skyhub")
     imported = run([str(venv / "bin" / "python"), "-c", "import hub, skyhub_config; print(hub.__file__)"], env=env, cwd=home)
     assert str(venv) in imported.stdout and str(ROOT) not in imported.stdout  # not the checkout
+    # the test kit works from a plain install, but for its pytest fixtures, which say what to install
+    kit = "import skyhub_testkit.memory, skyhub_testkit.hub, skyhub_testkit.postgres, skyhub_testkit.fakemeta, " \
+          "skyhub_testkit.fakepds, skyhub_testkit.servers; from ledger import SYSTEM; print(skyhub_testkit.memory.memory_store(None, SYSTEM).head_seq())"
+    assert run([str(venv / "bin" / "python"), "-c", kit], env=env, cwd=home).stdout.strip() == "0"
+    fixtures = subprocess.run([str(venv / "bin" / "python"), "-c", "import skyhub_testkit.fixtures"], capture_output=True,
+                              text=True, env=env, cwd=home, timeout=60)
+    assert fixtures.returncode == 1
+    assert fixtures.stderr.strip().splitlines()[-1] == "ImportError: skyhub_testkit.fixtures needs pytest: install skyhub[test]"
 
     # the built-in codegen ships (bot.codegen is a subpackage); without the browser extra its load check says why it is skipped
     job = '{"_id": "did:plc:x:3k", "text": "@skybot.test make me a timer"}'

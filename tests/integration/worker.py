@@ -16,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from ledger import Feed, Handler, Rules, deadletter_machine, open_store  # noqa: E402
+from ledger import SYSTEM, Feed, Handler, Rules, deadletter_machine, open_store  # noqa: E402
 from ledger.jobs import JOBS, jobs_handler  # noqa: E402
 from ledger.lease import Sweeper  # noqa: E402
 
@@ -33,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
 
     rules = Rules([JOBS, deadletter_machine()])
-    store = open_store(args.url, rules)
+    store = open_store(args.url, rules, SYSTEM)
     log = open(args.log, "a", buffering=1)
     pid = os.getpid()
 
@@ -54,8 +54,8 @@ def main() -> None:
         handler = jobs_handler(work, lease_ms=args.lease_ms, group=args.group, backoff=0.05, skip_own=True)
     else:
         handler = Handler("notes", ["notes"], note, group=args.group)
-    feed = Feed(store, [handler], lease_ms=args.feed_lease_ms)
-    sweeper = Sweeper(store, rules, safety_interval=1.0)
+    feed = Feed(store, [handler], lease_ms=args.feed_lease_ms, clock=SYSTEM)
+    sweeper = Sweeper(store, rules, safety_interval=1.0, clock=SYSTEM)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     feed.start()

@@ -6,6 +6,7 @@ import os
 import sqlite3
 import threading
 
+from ledger import SYSTEM
 from ledger.sqlite import SQLiteStore
 
 LIMIT = 1024 * 1024
@@ -14,7 +15,7 @@ SLACK = 512 * 1024  # the size is looked at every 8th commit: far more than the 
 
 def test_the_wal_file_stays_bounded_under_a_burst_of_writes(tmp_path):
     path = str(tmp_path / "skyhub.db")
-    store = SQLiteStore(path, wal_limit=LIMIT)
+    store = SQLiteStore(path, None, SYSTEM, wal_limit=LIMIT)
     sizes: list[int] = []
     done = threading.Event()
 

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from ledger import Invalid, open_store
+from ledger import SYSTEM, Invalid, open_store
 from ledger.sqlite import SQLiteStore
 from ledger.wake import ADDRESS_MAX, Listener, new_token, wake_folder
 
@@ -20,7 +20,7 @@ def stores(tmp_path):
     opened = []
 
     def make(**options):
-        store = SQLiteStore(str(tmp_path / "skyhub.db"), **options)
+        store = SQLiteStore(str(tmp_path / "skyhub.db"), None, SYSTEM, **options)
         opened.append(store)
         return store
 
@@ -119,8 +119,8 @@ def test_a_path_too_long_for_a_socket_moves_the_folder_to_tmp(tmp_path):
 def test_a_long_path_store_still_wakes_through_tmp(tmp_path):
     deep = tmp_path / ("d" * 100)
     deep.mkdir()
-    writer = SQLiteStore(str(deep / "skyhub.db"))
-    late = SQLiteStore(str(deep / "skyhub.db"), poll_interval=30)
+    writer = SQLiteStore(str(deep / "skyhub.db"), None, SYSTEM)
+    late = SQLiteStore(str(deep / "skyhub.db"), None, SYSTEM, poll_interval=30)
     try:
         listener, calls, arrived = waiter()
         late.subscribe(listener)
@@ -136,13 +136,13 @@ def test_a_long_path_store_still_wakes_through_tmp(tmp_path):
 def test_an_unknown_wake_setting_is_refused_with_a_sentence(tmp_path, monkeypatch):
     monkeypatch.setenv("SKYHUB_SQLITE_WAKE", "inotify")
     with pytest.raises(Invalid, match="SKYHUB_SQLITE_WAKE must be one of sockets, poll, not 'inotify'"):
-        open_store(f"sqlite:///{tmp_path}/skyhub.db")
+        open_store(f"sqlite:///{tmp_path}/skyhub.db", None, SYSTEM)
 
 
 def test_poll_mode_makes_no_socket_but_still_delivers(tmp_path, monkeypatch):
     monkeypatch.setenv("SKYHUB_SQLITE_WAKE", "poll")
     url = f"sqlite:///{tmp_path}/skyhub.db"
-    writer, reader = open_store(url), open_store(url)
+    writer, reader = open_store(url, None, SYSTEM), open_store(url, None, SYSTEM)
     try:
         listener, calls, arrived = waiter()
         reader.subscribe(listener)

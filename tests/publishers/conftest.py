@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from hub.app import build_rules
-from ledger import FakeClock, Ledger, Services, TickEvent, open_store
+from ledger import FakeClock, Ledger, Services, TickEvent
 from ledger.context import make_context
 from platforms.fetcher import Fetcher
 from platforms.settings import PlatformSettings
@@ -21,6 +21,7 @@ from publishers.tick import publish
 from publishers.validate import Admission
 from skyhub_testkit.fakemeta import FakeMeta
 from skyhub_testkit.fakepds import FakePDS
+from skyhub_testkit.memory import memory_store
 from vault import Vault, new_key_text, parse_key
 
 NOW = 1_800_000_000_000
@@ -36,7 +37,7 @@ class Env:
 
     def __init__(self, tmp_path: Any) -> None:
         self.clock = FakeClock(NOW)
-        self.store = open_store(f"sqlite:///{tmp_path}/publish.db", build_rules(), self.clock)
+        self.store = memory_store(build_rules(), self.clock)
         self.key = parse_key(new_key_text(), "test")
         self.meta = FakeMeta(self.clock.now_ms)
         self.threads = FakeMeta(self.clock.now_ms, threads=True, quota_total=250)
@@ -46,7 +47,7 @@ class Env:
         # images are fetched through the guarded fetcher, over the same routes; every name resolves to a public address
         self.fetcher = Fetcher(resolver=lambda host, port: [PUBLIC_ADDRESS], transport=httpx.MockTransport(self.route))
         self.platforms = PlatformSettings(instagram_url=IG_HOST, facebook_url=FB_HOST, threads_url=TH_HOST, bluesky_pds=PDS)
-        self.maya = Ledger(self.store, "user:maya")
+        self.maya = Ledger(self.store, "user:maya", self.clock)
 
     def route(self, request: httpx.Request) -> httpx.Response:
         url = str(request.url)
@@ -81,7 +82,7 @@ class Env:
     def context(self, **settings: Any) -> Any:
         services = Services(vault=lambda db: Vault(db, self.key), http=self.http, platforms=self.platforms, fetch=self.fetcher)
         section = PublishSettings(**{"retry_wait": "1ms", **settings})
-        return make_context(Ledger(self.store, "tick:publish"), self.clock, "publish", services, settings=section)
+        return make_context(Ledger(self.store, "tick:publish", self.clock), "publish", services, settings=section)
 
     def tick(self, **settings: Any) -> dict[str, int]:
         event = TickEvent("publish", datetime.fromtimestamp(self.clock.now_ms() / 1000, tz=UTC))

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from hub.api import create_api
 from hub.app import build_app
 from hub.auth import add_user
 from hub.remote import RemoteStore, TokenAuth
 from hub.settings import load_settings
-from ledger import Ledger
+from hub.webapp import create_api
+from ledger import SYSTEM, Ledger
 from publishers.remote import publish_queue
 from skyhub_testkit.hub import serving
 
@@ -26,10 +26,10 @@ IG = "17841400000000000"
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
     monkeypatch.setenv("SKYHUB_PUBLISH__ACCOUNTS__IG", IG)
-    app = build_app(load_settings(database_url=f"sqlite:///{tmp_path}/hub.db"))
+    app = build_app(load_settings(database_url=f"sqlite:///{tmp_path}/hub.db"), clock=SYSTEM)
     with serving(create_api(app)) as url:
         client = httpx.Client(base_url=url, timeout=30)
-        client.headers["Authorization"] = f"Bearer {add_user(app.store, 'maya')}"
+        client.headers["Authorization"] = f"Bearer {add_user(app.store, 'maya', clock=SYSTEM)}"
         client.app_state = app  # type: ignore[attr-defined]
         yield client
         client.close()
@@ -155,7 +155,7 @@ def test_a_raw_duplicate_ends_skipped_with_the_reason(hub):
 
             raise NotFound(cred)
 
-    ctx = make_context(Ledger(app.store, "tick:publish"), app.store.clock, "publish", Services(platforms=app.settings.platforms),
+    ctx = make_context(Ledger(app.store, "tick:publish", app.clock), "publish", Services(platforms=app.settings.platforms),
                        settings=PublishSettings())
     ctx.vault = NoVault()  # type: ignore[assignment]
     counts = publish(TickEvent("publish", datetime.now(UTC)), ctx)

@@ -217,7 +217,7 @@ def test_190_holds_without_calls_until_a_fresh_paste_is_verified(ig):
 
     vault_http = httpx.Client(transport=httpx.MockTransport(verify))
     services = Services(vault=lambda db: Vault(db, ig.key), http=vault_http, platforms=ig.platforms)
-    vctx = make_context(Ledger(ig.store, "tick:vault"), ig.clock, "vault", services, settings=load_settings().section("vault"))
+    vctx = make_context(Ledger(ig.store, "tick:vault", ig.clock), "vault", services, settings=load_settings().section("vault"))
     maintain(TickEvent("vault", None), vctx)  # type: ignore[arg-type]
     assert ig.store.get("vault", f"instagram:{IG}")["status"] == "ok"
     assert ig.tick() == {"items-created": 1}
@@ -348,9 +348,9 @@ def test_a_crash_during_container_creation_creates_again_and_counts_both(ig):
 def test_400_containers_a_day_per_account(ig):
     from publishers.accounts import Account
 
-    account = Account.load(ig.store and __import__("ledger").Ledger(ig.store, "tick:publish"), "ig", IG)
+    account = Account.load(ig.store and __import__("ledger").Ledger(ig.store, "tick:publish", ig.clock), "ig", IG)
     account.created(399, ig.clock.now_ms() - 3_600_000)
-    account.save(__import__("ledger").Ledger(ig.store, "tick:publish"))
+    account.save(__import__("ledger").Ledger(ig.store, "tick:publish", ig.clock))
     doc_id = ig.queue("ig", "many", images=3, caption="Many")
     assert ig.tick() == {"waiting": 1}
     d = ig.doc(doc_id)

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from hub.app import build_rules
-from ledger import Ledger, open_store
+from ledger import SYSTEM, Ledger, open_store
 from publishers import media
 from publishers.errors import ContentProblem
 from tests.publishers.photos import has_metadata, photo
@@ -21,7 +21,7 @@ from tests.publishers.test_queue import cli  # noqa: F401 - the fixture: the CLI
 
 
 def stored(store, upload) -> bytes:
-    return media.read(Ledger(store, "admin"), upload, n=1)
+    return media.read(Ledger(store, "admin", SYSTEM), upload, n=1)
 
 
 def chunks(store) -> list[str]:
@@ -29,14 +29,14 @@ def chunks(store) -> list[str]:
 
 
 def test_take_stores_the_image_upright_and_without_its_metadata(tmp_path):
-    store = open_store(f"sqlite:///{tmp_path}/hub.db", build_rules())
+    store = open_store(f"sqlite:///{tmp_path}/hub.db", build_rules(), SYSTEM)
     try:
-        upload, notes = media.take(Ledger(store, "user:maya"), photo(300, 200, orientation=6), name="home.jpg")
+        upload, notes = media.take(Ledger(store, "user:maya", SYSTEM), photo(300, 200, orientation=6), name="home.jpg")
         data = stored(store, upload)
         assert has_metadata(data) == [] and Image.open(io.BytesIO(data)).size == (200, 300) and notes == ()
         assert upload["type"] == "image/jpeg" and upload["name"] == "home.jpg" and upload["size"] == len(data)
         with pytest.raises(ContentProblem, match=r"^image x\.png cannot be read as an image"):
-            media.take(Ledger(store, "user:maya"), b"\x89PNG\r\n\x1a\n" + b"junk" * 20, name="x.png")
+            media.take(Ledger(store, "user:maya", SYSTEM), b"\x89PNG\r\n\x1a\n" + b"junk" * 20, name="x.png")
         assert len(chunks(store)) == 1
     finally:
         store.close()
@@ -47,7 +47,7 @@ def test_the_cli_strips_a_phone_photo_before_storing_it(cli, tmp_path):  # noqa:
     out = cli("publish", "bsky", "--slug", "beach", "--account", "shop.test", "--image", "beach.jpg", "--alt", "The beach",
               "--caption", "At the beach", check=0)
     doc_id = json.loads(out.stdout)["id"]
-    store = open_store(f"sqlite:///{tmp_path}/hub.db", build_rules())
+    store = open_store(f"sqlite:///{tmp_path}/hub.db", build_rules(), SYSTEM)
     try:
         (image,) = store.get("requests", doc_id)["images"]
         data = stored(store, image["upload"])
@@ -65,7 +65,7 @@ def test_the_cli_refuses_junk_in_one_sentence_and_writes_nothing(cli, tmp_path):
               "--image", "broken.jpg", "--alt", "b", check=2)
     assert out.stderr == ("skyhub: usage: image broken.jpg cannot be read as an image (a damaged or unfinished file?): "
                           "give another JPEG, PNG, GIF or WebP file\n")
-    store = open_store(f"sqlite:///{tmp_path}/hub.db", build_rules())
+    store = open_store(f"sqlite:///{tmp_path}/hub.db", build_rules(), SYSTEM)
     try:
         assert chunks(store) == [] and store.query("requests", "kind", "publish-request", 10).docs == []
     finally:

@@ -26,9 +26,9 @@ IG = "17841400000000000"
 
 @pytest.fixture
 def world(backend_url, tmp_path):
-    store = open_store(backend_url, build_rules())
+    store = open_store(backend_url, build_rules(), SYSTEM)
     key_text = new_key_text()
-    maya = Ledger(store, "user:maya")
+    maya = Ledger(store, "user:maya", SYSTEM)
     Vault(maya, parse_key(key_text, "test")).put("instagram", IG, {"accessToken": "good-token"})
     head = store.get("vault", f"instagram:{IG}")
     store.put("vault", {**head, "status": "ok"}, actor="admin")
@@ -44,7 +44,7 @@ def world(backend_url, tmp_path):
     w = World()
     w.store, w.meta, w.env, w.tmp = store, meta, env, tmp_path
     w.doc_id = queue(maya, new_request("ig", account=IG, slug="race", caption="Once", images=[
-        {"url": "https://cdn.example.org/p/1.jpg", "alt": "one"}], now_ms=store.clock.now_ms()), admission=Admission())[0]["_id"]
+        {"url": "https://cdn.example.org/p/1.jpg", "alt": "one"}], now_ms=SYSTEM.now_ms()), admission=Admission())[0]["_id"]
 
     def tick(**kwargs):
         return subprocess.Popen([sys.executable, "-m", "hub", "tick", "publish"], env=env, cwd=tmp_path,

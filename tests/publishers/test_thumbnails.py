@@ -14,11 +14,11 @@ import httpx
 import pytest
 from PIL import Image
 
-from hub.api import create_api
 from hub.app import build_app
 from hub.auth import add_user
 from hub.settings import load_settings
-from ledger import Ledger
+from hub.webapp import create_api
+from ledger import SYSTEM, Ledger
 from publishers import media
 from publishers.admission import Admission
 from publishers.queue import new_request, queue
@@ -34,8 +34,8 @@ class World:
     def __init__(self, app, url, images, canary):
         self.app, self.url, self.images, self.canary = app, url, images, canary
         self.console = Console(url)
-        assert self.console.sign_in(add_user(app.store, "maya")).status_code == 303
-        self.maya = Ledger(app.store, "user:maya")
+        assert self.console.sign_in(add_user(app.store, "maya", clock=app.clock)).status_code == 303
+        self.maya = Ledger(app.store, "user:maya", app.clock)
 
     def post(self, slug, images, platform="bsky"):
         body = new_request(platform, account="shop.test" if platform == "bsky" else "17841400000000000", slug=slug,
@@ -63,7 +63,7 @@ def make_world(tmp_path, monkeypatch, **env):
     })
     for key, value in {"SKYHUB_FETCH__ALLOW_HTTP": "true", "SKYHUB_FETCH__ALLOW_NETWORKS": '["127.0.0.2/32"]', **env}.items():
         monkeypatch.setenv(key, value)
-    app = build_app(load_settings(database_url=f"sqlite:///{tmp_path}/hub.db"))
+    app = build_app(load_settings(database_url=f"sqlite:///{tmp_path}/hub.db"), clock=SYSTEM)
     return app, images, canary
 
 

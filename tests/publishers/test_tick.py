@@ -39,8 +39,8 @@ def test_one_tick_over_many_requests_of_20_accounts_does_one_step_each(env):
     ids = [env.queue("ig", f"post-{i}", images=1, caption=f"Post {i}", account=accounts[i % 20]) for i in range(400)]
     counting = Counting(env.store)
     ctx = env.context()
-    ctx.db = Ledger(counting, "tick:publish")
-    ctx.vault = Vault(Ledger(counting, "tick:publish"), env.key)
+    ctx.db = Ledger(counting, "tick:publish", env.clock)
+    ctx.vault = Vault(Ledger(counting, "tick:publish", env.clock), env.key)
     from datetime import UTC, datetime
 
     from ledger import TickEvent
@@ -95,7 +95,7 @@ def test_no_secret_reaches_a_document_a_log_or_a_repr(env, caplog):
 
 
 def test_two_processes_writing_one_account_document_merge(env):
-    db = Ledger(env.store, "tick:publish")
+    db = Ledger(env.store, "tick:publish", env.clock)
     one, two = Account.load(db, "ig", "1"), Account.load(db, "ig", "1")
     one.created(2, env.clock.now_ms())
     one.save(db)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from ledger import Forbidden, Ledger, open_store
+from ledger import SYSTEM, Forbidden, Ledger, open_store
 from ledger.context import make_context
 from platforms.fetcher import Fetcher
 from publishers import media
@@ -96,7 +96,7 @@ def test_a_chunk_id_must_be_the_hash_of_its_bytes(env):
         env.store.put("media", {"kind": "media-chunk", "status": "stored", "size": 3, "data": "YWJj"}, "c-" + "0" * 64,
                       actor="user:maya")
     with pytest.raises(Forbidden, match="may not upload an image"):
-        media.store(Ledger(env.store, "device:builder"), b"other bytes", name="a.png", mime="image/png")
+        media.store(Ledger(env.store, "device:builder", env.clock), b"other bytes", name="a.png", mime="image/png")
 
 
 # ---- 2: server-side request forgery ----------------------------------------------------------
@@ -154,7 +154,7 @@ def _store_with(url, settings):
 
     rules = build_rules()
     rules.configure(lambda name: settings.get(name))
-    return open_store(url, rules)
+    return open_store(url, rules, SYSTEM)
 
 
 def test_a_device_cannot_queue_a_post_unless_the_hub_grants_it(backend_url):
@@ -275,7 +275,7 @@ def test_a_needs_person_post_cannot_be_marked_with_other_media(ig):
 
 
 def test_the_tick_runs_without_a_fetcher_at_the_strictest(bsky):
-    ctx = make_context(Ledger(bsky.store, "tick:publish"), bsky.clock, "publish", None, settings=PublishSettings())
+    ctx = make_context(Ledger(bsky.store, "tick:publish", bsky.clock), "publish", None, settings=PublishSettings())
     from publishers.steps import Run
     from publishers.tick import _admission
 

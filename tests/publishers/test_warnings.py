@@ -13,10 +13,11 @@ from urllib.parse import unquote_plus
 
 import pytest
 
-from hub.api import create_api
 from hub.app import build_app
 from hub.auth import add_user
 from hub.settings import load_settings
+from hub.webapp import create_api
+from ledger import SYSTEM
 from publishers.validate import warnings
 from skyhub_testkit.hub import serving
 from tests.console.conftest import Console
@@ -57,7 +58,7 @@ def test_the_cli_adds_its_own_flag_to_the_alt_text_sentence(cli):  # noqa: F811
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
     monkeypatch.setenv("SKYHUB_PUBLISH__ACCOUNTS__IG", IG)
-    app = build_app(load_settings(database_url=f"sqlite:///{tmp_path}/hub.db"))
+    app = build_app(load_settings(database_url=f"sqlite:///{tmp_path}/hub.db"), clock=SYSTEM)
     with serving(create_api(app)) as url:
         yield app, url
     app.stop()
@@ -67,7 +68,7 @@ def test_the_api_answers_the_warnings_and_its_sentences_name_no_flag(hub):
     import httpx
 
     app, url = hub
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {add_user(app.store, 'maya')}"}, timeout=30) as api:
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {add_user(app.store, 'maya', clock=app.clock)}"}, timeout=30) as api:
         r = api.post("/v1/publish", json={"platform": "ig", "slug": "bare", "caption": "Look", "images": [{"url": JPG.format(1)}]})
         assert r.status_code == 200 and r.json()["warnings"] == [ONE] and r.json()["queued"] is True
         again = api.post("/v1/publish", json={"platform": "ig", "slug": "bare", "caption": "Look", "images": [{"url": JPG.format(1)}]})
@@ -79,7 +80,7 @@ def test_the_api_answers_the_warnings_and_its_sentences_name_no_flag(hub):
 
 def test_the_cli_over_a_hub_says_the_hubs_warning(hub, tmp_path):
     app, url = hub
-    env = {**os.environ, "PYTHONPATH": ROOT, "SKYHUB_HUB_URL": url, "SKYHUB_TOKEN": add_user(app.store, "maya")}
+    env = {**os.environ, "PYTHONPATH": ROOT, "SKYHUB_HUB_URL": url, "SKYHUB_TOKEN": add_user(app.store, "maya", clock=app.clock)}
     out = subprocess.run([sys.executable, "-m", "hub", "publish", "ig", "--slug", "far", "--image", JPG.format(2)],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -90,7 +91,7 @@ def test_the_console_shows_the_warning_after_queueing_and_in_the_queue(hub):
     app, url = hub
     console = Console(url)
     try:
-        console.sign_in(add_user(app.store, "maya"))
+        console.sign_in(add_user(app.store, "maya", clock=app.clock))
         done = console.post("/console/publish", {"platform": "ig", "account": IG, "slug": "bare", "caption": "Look",
                                                  "image-1": JPG.format(1)}, form_page="/console/publish")
         assert done.status_code == 303

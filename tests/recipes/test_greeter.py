@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from hub.auth import add_user
-from ledger import Services, TickEvent
+from ledger import SYSTEM, Services, TickEvent
 from skyhub_testkit.hub import serving
 from tests.console.conftest import Console
 
@@ -20,23 +20,22 @@ DECLARATION = "tests.recipes.greeter.product"
 
 
 def _clear_caches():
-    from hub import api, products, settings
+    from hub import products, settings
 
     products.products.cache_clear()
     settings.settings_model.cache_clear()
-    api._redacted.cache_clear()
 
 
 @pytest.fixture
 def greeter_hub(tmp_path, monkeypatch):
     from hub import products
-    from hub.api import create_api
     from hub.app import build_app
     from hub.settings import load_settings
+    from hub.webapp import create_api
 
     monkeypatch.setattr(products, "DECLARATIONS", (*products.DECLARATIONS, DECLARATION))  # the one line the recipe adds
     _clear_caches()
-    app = build_app(load_settings(database_url=f"sqlite:///{tmp_path}/hub.db"))
+    app = build_app(load_settings(database_url=f"sqlite:///{tmp_path}/hub.db"), clock=SYSTEM)
     try:
         with serving(create_api(app)) as url:
             yield app, url
@@ -48,7 +47,7 @@ def greeter_hub(tmp_path, monkeypatch):
 
 def test_a_product_brings_its_page_route_and_attention_item_without_touching_the_hub(greeter_hub):
     app, url = greeter_hub
-    token = add_user(app.store, "ana")
+    token = add_user(app.store, "ana", clock=SYSTEM)
     assert httpx.get(f"{url}/v1/greetings").status_code == 401  # behind the hub's gate like every route
     assert httpx.get(f"{url}/v1/greetings", headers={"Authorization": f"Bearer {token}"}).json() == []
     console = Console(url)
@@ -63,6 +62,8 @@ def test_a_product_brings_its_page_route_and_attention_item_without_touching_the
         assert forged.status_code == 403  # the frame's CSRF check holds for the product's form too
         overview = console.http.get("/").text
         assert "waits for an answer" in overview and 'href="/console/greet">Answer it' in overview
+        scraped = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"}).text
+        assert "skyhub_greetings_sent 1.0" in scraped  # its metric, after the hub's own
     finally:
         console.close()
     assert httpx.get(f"{url}/v1/greetings", headers={"Authorization": f"Bearer {token}"}).json() == ["Hello there"]
@@ -78,7 +79,7 @@ def test_the_products_tick_calls_its_platform_through_ctx_http(greeter_hub):
     app, _ = greeter_hub
     answers = [httpx.Response(503), httpx.Response(200, json={"summary": "sunny"})]
     http = httpx.Client(transport=httpx.MockTransport(lambda request: answers.pop(0)))
-    ctx = make_context(Ledger(app.store, "tick:weather"), app.store.clock, "weather", Services(http=http))
+    ctx = make_context(Ledger(app.store, "tick:weather", app.clock), "weather", Services(http=http))
     event = TickEvent("weather", datetime.now(UTC))
     assert weather(event, ctx) == {"error": "read the weather: the service failed; it is tried again later"}
     assert weather(event, ctx) == {"sent": 1}

@@ -4,9 +4,10 @@ import httpx
 import pytest
 
 from hub.app import build_rules
-from ledger import FakeClock, Ledger, open_store
+from ledger import FakeClock, Ledger
 from platforms.graph import RetryPolicy
 from platforms.settings import PlatformSettings
+from skyhub_testkit.memory import memory_store
 from vault import Checks, Maintainer, Policy, Vault, new_key_text, parse_key
 
 DAY = 86_400_000
@@ -24,10 +25,10 @@ def key():
 @pytest.fixture
 def env(tmp_path, key):
     clock = FakeClock(1_800_000_000_000)
-    store = open_store(f"sqlite:///{tmp_path}/vault.db", build_rules(), clock)
-    person = Vault(Ledger(store, "user:ana"), key)
+    store = memory_store(build_rules(), clock)
+    person = Vault(Ledger(store, "user:ana", clock), key)
     platforms = Checks(httpx.Client(), ENDPOINTS, retry=RetryPolicy(attempts=3, wait=0, sleep=lambda s: None), now_ms=clock.now_ms)
-    maintainer = Maintainer(Ledger(store, "tick:vault"), key, platforms, Policy())
+    maintainer = Maintainer(Ledger(store, "tick:vault", clock), key, platforms, Policy())
 
     class Env:
         pass

@@ -17,9 +17,9 @@ WORK = Machine("work", kind="post", start=["pending"], edges=[
 ])
 
 
-def publish_tick(store, key, calls):
+def publish_tick(store, key, calls, clock):
     """One pass of a worker that needs instagram:1 for every post."""
-    db = Ledger(store, "tick:publish")
+    db = Ledger(store, "tick:publish", clock)
     vault = Vault(db, key)
     for post in list(db.query_all("work", "status", "pending")):
         try:
@@ -41,18 +41,18 @@ def test_held_work_resumes_by_itself_after_a_fresh_paste(env):
     rules = build_rules()
     rules.declare(WORK)
     store = open_store(f"sqlite:///{env.path}/work.db", rules, env.clock)
-    person = Vault(Ledger(store, "user:ana"), env.key)
+    person = Vault(Ledger(store, "user:ana", env.clock), env.key)
     from vault import Maintainer
 
-    maintainer = Maintainer(Ledger(store, "tick:vault"), env.key, env.platforms)
+    maintainer = Maintainer(Ledger(store, "tick:vault", env.clock), env.key, env.platforms)
     me = respx.get("https://ig.test/me")
     me.mock(return_value=httpx.Response(400, json={"error": {"message": "Error validating access token", "code": 190}}))
     person.put("instagram", "1", "EXPIRED")
     maintainer.run()
     store.put("work", {"kind": "post", "status": "pending", "attempts": 0}, "p1", actor="user:ana")
     calls: list[str] = []
-    publish_tick(store, env.key, calls)
-    publish_tick(store, env.key, calls)  # held once, not again and again
+    publish_tick(store, env.key, calls, env.clock)
+    publish_tick(store, env.key, calls, env.clock)  # held once, not again and again
     post = store.get("work", "p1")
     assert post["status"] == "pending" and post["attempts"] == 0 and calls == []
     assert post["held"]["credential"] == "instagram:1" and "needs a fresh secret" in post["held"]["reason"]
@@ -60,10 +60,10 @@ def test_held_work_resumes_by_itself_after_a_fresh_paste(env):
     # a person pastes a fresh token; the vault tick verifies it; the worker goes on by itself
     me.mock(return_value=httpx.Response(200, json={"user_id": "1", "username": "shop"}))
     person.put("instagram", "1", "FRESH")
-    publish_tick(store, env.key, calls)  # still waiting for the check
+    publish_tick(store, env.key, calls, env.clock)  # still waiting for the check
     assert store.get("work", "p1")["held"]["reason"].endswith("(the next vault tick)")
     maintainer.run()
-    publish_tick(store, env.key, calls)
+    publish_tick(store, env.key, calls, env.clock)
     post = store.get("work", "p1")
     assert post["status"] == "done" and "held" not in post and calls == ["FRESH"]
     assert [c.doc["status"] for c in store.history("work", "p1")] == ["pending", "pending", "pending", "pending", "done"]
@@ -80,7 +80,7 @@ def test_a_consumer_reports_a_dead_credential(env):
 
     claimed = env.store.put(DB, new_claim(doc, 60_000, env.clock.now_ms()), "threads:5", actor="tick:vault", if_rev=doc["_rev"])
     env.store.put(DB, {**body, "status": "ok", "claimId": claimed["claimId"]}, "threads:5", actor="tick:vault", if_rev=claimed["_rev"])
-    Vault(Ledger(env.store, "handler:publish"), env.key).report_dead("threads:5", "Threads said 190: token expired")
+    Vault(Ledger(env.store, "handler:publish", env.clock), env.key).report_dead("threads:5", "Threads said 190: token expired")
     meta = env.person.show("threads:5")
     assert meta["needsReauth"] is True and meta["lastError"] == "Threads said 190: token expired"
 
@@ -93,8 +93,8 @@ def test_people_and_devices_cannot_reveal_secrets(env):
 
     for actor in ("user:ana", "device:builder", "admin"):
         with pytest.raises(NotRevealable):
-            Vault(Ledger(env.store, actor), env.key).reveal("instagram:1")
-    assert Vault(Ledger(env.store, "tick:publish"), env.key).reveal("instagram:1") == {"accessToken": "TOK"}
+            Vault(Ledger(env.store, actor, env.clock), env.key).reveal("instagram:1")
+    assert Vault(Ledger(env.store, "tick:publish", env.clock), env.key).reveal("instagram:1") == {"accessToken": "TOK"}
 
 
 @respx.mock
@@ -105,7 +105,7 @@ def test_probes_write_one_document_per_lane(env):
     respx.get("https://graph.test/").mock(return_value=httpx.Response(400, json={"error": {"code": 1}}))
     respx.get("https://threads.test/").mock(side_effect=httpx.ConnectTimeout("slow"))
     lanes = {"bluesky-pds": "https://pds.test/xrpc/_health", "graph-api": "https://graph.test/", "threads": "https://threads.test/"}
-    prober = Prober(Ledger(env.store, "tick:probe"), lanes, Fetcher(resolver=lambda host, port: ["10.0.0.7"]))  # a lane may be private
+    prober = Prober(Ledger(env.store, "tick:probe", env.clock), lanes, Fetcher(resolver=lambda host, port: ["10.0.0.7"]))  # a lane may be private
     assert prober.run() == {"bluesky-pds": True, "graph-api": True, "threads": False}
     pds, threads = env.store.get(PROBES, "bluesky-pds"), env.store.get(PROBES, "threads")
     assert pds["ok"] is True and pds["lastError"] is None and pds["checkedAt"] == env.clock.now_ms() and pds["latencyMs"] >= 0

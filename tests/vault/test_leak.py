@@ -79,9 +79,9 @@ def test_in_process_tick_paths_logs_and_exceptions(tmp_path, caplog):
     key = parse_key(new_key_text(), "test")
     clock = FakeClock(1_800_000_000_000)
     store = open_store(f"sqlite:///{tmp_path}/vault.db", build_rules(), clock)
-    person = Vault(Ledger(store, "user:ana"), key)
+    person = Vault(Ledger(store, "user:ana", clock), key)
     platforms = Checks(httpx.Client(), ENDPOINTS, retry=RetryPolicy(attempts=2, wait=0, sleep=lambda s: None), now_ms=clock.now_ms)
-    tick = Maintainer(Ledger(store, "tick:vault"), key, platforms, Policy())
+    tick = Maintainer(Ledger(store, "tick:vault", clock), key, platforms, Policy())
     texts: list[str] = []
     with respx.mock:
         echo = lambda request: httpx.Response(400, json={"error": {"message": f"bad token {request.headers.get('Authorization')}", "code": 190}})  # noqa: E731
@@ -116,7 +116,7 @@ def test_in_process_tick_paths_logs_and_exceptions(tmp_path, caplog):
         texts.append(json.dumps(tick.run()))
     texts.append(json.dumps(person.list()))
     assert any(c["needsReauth"] for c in person.list())
-    for call in (lambda: person.reveal("instagram:1"), lambda: Vault(Ledger(store, "tick:x"), parse_key(new_key_text(), "other")).reveal("instagram:1")):
+    for call in (lambda: person.reveal("instagram:1"), lambda: Vault(Ledger(store, "tick:x", clock), parse_key(new_key_text(), "other")).reveal("instagram:1")):
         with pytest.raises(LedgerError) as err:
             call()
         texts += [str(err.value), repr(err.value)]

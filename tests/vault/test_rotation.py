@@ -28,7 +28,7 @@ def secret_of(env, cred_id):
     from ledger import Ledger
     from vault import Vault
 
-    return Vault(Ledger(env.store, "tick:test"), env.key).reveal(cred_id)
+    return Vault(Ledger(env.store, "tick:test", env.clock), env.key).reveal(cred_id)
 
 
 def paste_ok(env, platform, account, secret, route):
@@ -195,7 +195,7 @@ def test_exactly_one_writer_rotates_a_session(env):
         return_value=httpx.Response(200, json={"accessJwt": jwt(1), "refreshJwt": "R", "did": "did:plc:bot", "handle": "bot.test"}))
     env.person.put("bluesky", "bot.test", "pw")
     stale = env.store.get(DB, "bluesky:bot.test")
-    other = Maintainer(Ledger(env.store, "tick:vault"), env.key, env.platforms)
+    other = Maintainer(Ledger(env.store, "tick:vault", env.clock), env.key, env.platforms)
     assert env.maintainer.maintain(stale) == "ok"
     assert other.maintain(stale) is None  # its read is stale: the claim conflicts, nothing is called
     assert create.call_count == 1
@@ -251,6 +251,6 @@ def test_the_vault_tick_runs_from_its_context(env):
     platforms = PlatformSettings(instagram_url="https://ig.test", threads_url="https://threads.test", facebook_url="https://graph.test",
                                  bluesky_pds="https://pds.test")
     services = Services(vault=lambda db: Vault(db, env.key), http=httpx.Client(), platforms=platforms)
-    ctx = make_context(Ledger(env.store, "tick:vault"), env.clock, "vault", services, settings=VaultSettings(retry_wait="1ms"))
+    ctx = make_context(Ledger(env.store, "tick:vault", env.clock), "vault", services, settings=VaultSettings(retry_wait="1ms"))
     assert maintain(TickEvent("vault", datetime.fromtimestamp(env.clock.now_ms() / 1000, tz=UTC)), ctx) == {"ok": 1}
     assert me.call_count == 1 and doc(env, "instagram:1784")["verifiedAt"] == env.clock.now_ms()

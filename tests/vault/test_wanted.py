@@ -16,9 +16,9 @@ from vault.wanted import missing
 
 def test_a_hold_names_its_fix_and_its_problem_next_to_the_cli_sentence(env):
     store = env.store
-    maya = Ledger(store, "user:maya")
+    maya = Ledger(store, "user:maya", env.clock)
     doc, _ = queue(maya, new_request("bsky", account="shop.bsky.social", slug="a", caption="Hi", now_ms=env.clock.now_ms()))
-    db = Ledger(store, "tick:publish")
+    db = Ledger(store, "tick:publish", env.clock)
     reason = "no credential for this account in the vault: paste one with `skyhub vault put bluesky shop.bsky.social`"
     held = hold(db, "requests", doc, "bluesky:shop.bsky.social", reason, problem="no credential for this account in the vault")["held"]
     assert held == {"credential": "bluesky:shop.bsky.social", "reason": reason, "problem": "no credential for this account in the vault",
@@ -57,10 +57,10 @@ def test_missing_lists_what_the_settings_name_and_held_work_waits_for(env, tmp_p
     monkeypatch.setenv("SKYHUB_BOT__HANDLE", "ourbot.bsky.social")
     settings = load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db")
     rules = build_rules()
-    store, db = env.store, Ledger(env.store, "tick:publish")
+    store, db = env.store, Ledger(env.store, "tick:publish", env.clock)
     env.person.put("facebook", "178", "TOK")  # Instagram through Facebook Login: the ig account is not missing
     env.person.put("threads", "29", "TOK")
-    maya = Ledger(store, "user:maya")
+    maya = Ledger(store, "user:maya", env.clock)
     for slug in ("a", "b", "c"):
         doc, _ = queue(maya, new_request("bsky", account="shop.bsky.social", slug=slug, caption="Hi", now_ms=env.clock.now_ms()))
         hold(db, "requests", doc, "bluesky:shop.bsky.social", "r")

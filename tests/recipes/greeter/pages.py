@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ledger import Ledger, LedgerError, Pages
+from ledger import LedgerError, Pages
 
 from .product import DB
 
@@ -23,7 +23,7 @@ def greeter_pages(pages: Pages) -> list[Route]:
         session = await pages.session(request)
         text = (await pages.form(request, session)).get("text", "")
         try:
-            await pages.run(Ledger(pages.store, session.actor).put, DB, {"kind": "greeting", "status": "sent", "text": text})
+            await pages.run(pages.ledger(session.actor).put, DB, {"kind": "greeting", "status": "sent", "text": text})
         except LedgerError as exc:
             return pages.error(request, session, exc.status, exc.reason)
         return pages.done("/console/greet", "greeting sent")

@@ -1,6 +1,6 @@
 """A test-sized product, built by following docs/architecture.md's recipes: a machine, a
-console page with its template, an HTTP route, an item for "needs a person", and a platform
-adapter its tick calls. Nothing of hub/ is edited for it: the test adds the declaration's
+console page with its template, an HTTP route, an item for "needs a person", a metric, and a
+platform adapter its tick calls. Nothing of hub/ is edited for it: the test adds the declaration's
 module to the hub's list, as the recipe says."""
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ GREETER = Product(
     nav=(("/console/greet", "Greetings"),),
     templates="tests.recipes.greeter",
     services="tests.recipes.greeter.product:offered",
+    metrics="tests.recipes.greeter.metrics:metrics",
 )
 
 PRODUCTS = (GREETER,)

@@ -1,0 +1,88 @@
+"""The hub's web application, composed in one place: the API's routers (``hub/api``: one per
+topic, each given only what it needs), each configured product's router (``Product.api``), the
+gate in front of them, the console in front of the API (``hub/console``), and the security
+headers around everything. ``skyhub run`` serves what ``create_api`` returns (``hub/server.py``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from fastapi import FastAPI
+
+from .api import errors
+from .api.changes import Shown, changes_router
+from .api.documents import documents_router
+from .api.errors import ERRORS
+from .api.health import health_router
+from .api.machines import machines_router
+from .api.web import Web
+from .api.whoami import whoami_router
+from .app import App
+from .auth import Authenticator
+from .console import mount
+from .gate import MAX_BODY, Gate
+from .headers import DOCS_PATHS, DOCS_ROUTES, SecureHeaders
+from .health import HealthProbe
+from .stream import Fanout
+from .throttle import Failures
+from .worker import Worker
+
+PUBLIC = ("/health",)  # with the OpenAPI description and its pages: no credential needed
+
+# FastAPI 0.165 and later trace every request through OpenTelemetry unless told not to; with no
+# exporter configured that is work (and memory) for nothing on every request.
+_QUIET: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {}
+)
+
+
+def create_api(app: App) -> FastAPI:
+    """The hub's HTTP application over ``app``: every endpoint behind the gate, the console in front (see the
+    module docstring and ``hub/api``)."""
+    store, settings = app.store, app.settings
+    api = FastAPI(
+        title="skyhub",
+        version="1",
+        description="The skyhub ledger over HTTP: documents, queries, history, the change stream and machines.",
+        responses=ERRORS,
+        docs_url=None,  # /docs is served from the installed package instead of a CDN (hub/headers.py)
+        redoc_url=None,
+        **_QUIET,
+    )
+    api.router.routes.extend(DOCS_ROUTES)
+    api.state.public_url = settings.public_url or f"http://{settings.host}:{settings.port}"  # hub/server.py sets the bound one
+    pool = Worker("api", settings.http.threads)  # the endpoints' store calls: see hub/worker.py
+    api.state.failures = Failures()  # refused credentials, per address: the gate's and the console's sign-in
+    api.add_middleware(
+        Gate, authenticator=Authenticator(store, lambda: api.state.public_url), clock=app.clock,
+        public={p for p in (*PUBLIC, *DOCS_PATHS, api.openapi_url) if p}, max_body=MAX_BODY,
+        body_timeout=settings.http.body_timeout, run=pool.run, failures=api.state.failures,
+        uploads={path: size for p in app.products for path, size in p.uploads.items()},  # binary bodies (images)
+    )
+    errors.install(api)
+    shown = Shown({db: fields for p in app.products for db, fields in p.redact.items()})
+    fanout = Fanout(store, shown.render, queue_size=settings.http.stream_queue, keepalive=settings.http.stream_keepalive,
+                    stopping=app.stopping.is_set)
+    private = {db: why for p in app.products for db, why in p.private.items()}
+    for router in (
+        health_router(HealthProbe(app), fanout.stats),
+        whoami_router(pool.run),
+        documents_router(store, private, pool.run),
+        changes_router(store, fanout, shown, pool.run),
+        machines_router(app.rules, pool.run),
+    ):
+        api.include_router(router)
+    web = Web(store, settings, app.clock, pool.run, app.context)
+    for product in app.products:  # each product's own routes, behind the same gate
+        router = product.router(web)
+        if router is not None:
+            api.include_router(router)
+    mount(api, app)  # the console at / (hub/console), in front of the API
+    api.add_middleware(SecureHeaders)  # outermost: every answer, the console's included, gets the security headers
+    return api
+
+
+__all__ = ["create_api"]
