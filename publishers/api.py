@@ -1,5 +1,6 @@
-"""The publishing routes (``PUBLISHERS.api``): ``POST /v1/publish`` queues a post as the
-authenticated person, exactly as ``skyhub publish ig|threads|bsky`` does; ``POST /v1/media``
+"""The publishing routes (``PUBLISHERS.api``): ``POST /v1/publish`` queues a post for one network as the
+authenticated person, exactly as ``skyhub publish ig|threads|bsky`` does (``/v1/posts``, a post for
+several networks, its review, edits and the import: ``publishers.api_posts``); ``POST /v1/media``
 uploads an image for a Bluesky post (the bytes, never a path); ``GET /v1/publish`` lists queued
 posts a page at a time, with what the tick does next. The hub mounts them behind its gate.
 
@@ -115,6 +116,9 @@ def publish_router(web: Web) -> APIRouter:
         found = await web.run(page, web.store, platform=platform, status=status, limit=limit, after=after)
         return PublishPage(docs=[{**d, "nextStep": next_step(d)} for d in found.docs], next=found.next)
 
+    from .api_posts import posts_router  # a post for several networks, its review and edits, the import
+
+    router.include_router(posts_router(web))
     return router
 
 

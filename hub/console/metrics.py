@@ -9,7 +9,7 @@ Every value is read when scraped, from bookkeeping that is cheap to read (no tab
 | ``skyhub_tick_runs_total{tick,outcome}``, ``skyhub_tick_duration_seconds{tick}`` | ``store.tick_runs``: runs finished since this process started |
 | ``skyhub_tick_last_run_timestamp_seconds{tick}`` | the last run's scheduled time |
 | ``skyhub_http_requests_total{route,method,status}``, ``skyhub_http_request_duration_seconds{route}`` | this process's requests, by route template |
-| ``skyhub_publishes_total{platform,outcome}``, ``skyhub_replies_total{platform,outcome}`` | terminal writes of posts and mention replies, read from the change log |
+| ``skyhub_publishes_total{platform,outcome}``, ``skyhub_replies_total{platform,outcome}`` | writes of posts and mention replies into an end state (``done``, ``error``, ...; a first comment, ``commented``, is not a second outcome), read from the change log |
 | ``skyhub_credentials_needing_reauth`` | credentials whose status is ``needs-reauth`` |
 
 The HTTP counters are per process (several ``skyhub run`` processes each report their own,
