@@ -268,7 +268,7 @@ class Machine:
         limit = f" (at most {self.max_attempts} attempts)" if counted else ""
         notes = ""
         if self.invariants:
-            notes += f"\nEvery write of an existing one also holds: {', '.join(f'`{g}`' for g in self.invariants)}.\n"
+            notes += f"\nEvery write of an existing document also holds: {', '.join(f'`{g}`' for g in self.invariants)}.\n"
         if self.settled:
             notes += (f"\nIts work has ended in {', '.join(f'`{s}`' for s in sorted(self.settled))} too "
                       "(a follow-up step may still leave it).\n")

@@ -186,8 +186,9 @@ def _get(env: Env, request: str) -> dict[str, Any]:
 @click.argument("request", metavar="ID")
 @click.pass_obj
 def publish_show(env: Env, request: str) -> None:
-    """One queued post as JSON: the request, its steps (every revision) and its errors; for a post's slug, the post
-    with its variants, its review and comments, and each variant's steps.
+    """One post as JSON: a request with its steps (every revision) and errors, or by its slug every variant's.
+
+    For a post's slug: the post (status, time, review, comments), its variants and each one's steps.
 
     Example: skyhub publish show ig:17841400000000000:launch
     """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from ledger import Documents, Invalid, Page
 
@@ -27,6 +27,16 @@ NEXT = {
     "cancelled": "", "needs-person": "an approver: choose its media",
 }
 MAX_DAYS = 400  # a window of days is read day by day: at most this many
+
+
+class Reads(Protocol):
+    """What the listings read through: a store (``Documents``) or a ``Ledger`` bound to an actor."""
+
+    def get(self, db: str, id: str) -> dict[str, Any]:
+        """The live document."""
+
+    def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:
+        """One page of a query."""
 
 
 def next_step(doc: dict[str, Any]) -> str:
@@ -85,7 +95,7 @@ def _days(since_ms: int, until_ms: int) -> list[str]:
     return [(first + timedelta(days=n)).isoformat() for n in range(count)]
 
 
-def _all(store: Documents, field: str, key: Any) -> Iterator[dict[str, Any]]:
+def _all(store: Reads, field: str, key: Any) -> Iterator[dict[str, Any]]:
     after: str | None = None
     while True:
         found = store.query(DB, field, key, 1000, after)
@@ -95,7 +105,7 @@ def _all(store: Documents, field: str, key: Any) -> Iterator[dict[str, Any]]:
         after = found.next
 
 
-def by_time(store: Documents, *, status: str | None = None, platform: str | None = None, since_ms: int | None = None,
+def by_time(store: Reads, *, status: str | None = None, platform: str | None = None, since_ms: int | None = None,
             until_ms: int | None = None, post: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Publish requests sorted by time (see the module docstring), up to ``limit``: those whose time is in
     [``since_ms``, ``until_ms``) when either is given (read day by day through the ``day`` index; a request

@@ -30,11 +30,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import Documents, Ledger, NotFound
+from ledger import Ledger, NotFound
 
 from .admission import Admission
 from .errors import PostInvalid
-from .listing import by_time, excerpt, iso, next_step, sort_key, time_ms
+from .listing import Reads, by_time, excerpt, iso, next_step, sort_key, time_ms
 from .machine import DB, KIND, PUBLISHED, started
 from .queue import (
     CANCELLABLE,
@@ -52,7 +52,7 @@ from .validate import PLATFORMS, SLUG, problems
 ORDER = {p: n for n, p in enumerate(PLATFORMS)}
 
 
-def variants_of(store: Documents, post_id: str) -> list[dict[str, Any]]:
+def variants_of(store: Reads, post_id: str) -> list[dict[str, Any]]:
     """The variants of a post (by its slug), or the one request named by a variant's id; NotFound otherwise."""
     if ":" in post_id:
         try:
@@ -111,12 +111,12 @@ def post_view(variants: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def get_post(store: Documents, post_or_variant: str) -> dict[str, Any]:
+def get_post(store: Reads, post_or_variant: str) -> dict[str, Any]:
     """One post (or one variant, by its id) as ``post_view``."""
     return post_view(variants_of(store, post_or_variant))
 
 
-def list_posts(store: Documents, *, status: str | None = None, platform: str | None = None, since_ms: int | None = None,
+def list_posts(store: Reads, *, status: str | None = None, platform: str | None = None, since_ms: int | None = None,
                until_ms: int | None = None, limit: int = 100) -> list[dict[str, Any]]:
     """Posts sorted by time (their earliest variant's; see ``listing.by_time`` for the filters), each as
     ``post_view`` with the variants that match, up to ``limit`` posts."""
@@ -137,7 +137,7 @@ def _result(post: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _act(db: Ledger, target: str, what: str, sources: Sequence[str], make: Any) -> dict[str, Any]:
     """Move every variant of ``target`` that is in one of ``sources`` with ``make(doc) -> body``; the others
     are reported (``outcome``: ``moved``, or why not)."""
-    variants = variants_of(db.store, target)
+    variants = variants_of(db, target)
     eligible = [v for v in variants if v.get("status") in sources]
     if not eligible:
         now = ", ".join(f"{v['_id']} is {v.get('status')}" for v in variants)
@@ -195,7 +195,7 @@ def comment(db: Ledger, target: str, text: str, *, now_ms: int) -> dict[str, Any
     text = text.strip()
     if not text:
         raise PostInvalid("a comment needs text")
-    variants = variants_of(db.store, target)
+    variants = variants_of(db, target)
     entry = {"by": db.actor, "at": iso(now_ms), "text": text}
     open_ = [v for v in variants if started(v) is None]
     if not open_:
@@ -247,7 +247,7 @@ def edit(db: Ledger, settings: Any, target: str, change: Change, *, now_ms: int)
     change gets one new revision; a variant the tick has started, or published, is left as it is and said
     so. Every problem of every variant at once (``PostInvalid``), before anything is written. An
     editor's change to an approved post (or a queued one, when review is required) sends it back to review."""
-    variants = variants_of(db.store, target)
+    variants = variants_of(db, target)
     admission = Admission.from_settings(settings)
     plans: list[tuple[dict[str, Any], dict[str, Any] | None, str]] = []
     found: list[str] = []
@@ -280,7 +280,7 @@ def reschedule(db: Ledger, settings: Any, target: str, at: str | None, *, now_ms
     return edit(db, settings, target, Change(at=at, unschedule=at is None), now_ms=now_ms)
 
 
-def _free_slug(store: Documents, base: str) -> str:
+def _free_slug(store: Reads, base: str) -> str:
     stem = (slugify(base, 80) or "post")[:88]
     for n in range(1, 1000):
         slug = f"{stem}-copy" if n == 1 else f"{stem}-copy-{n}"
@@ -294,11 +294,11 @@ def duplicate(db: Ledger, settings: Any, target: str, *, slug: str | None = None
     """A new post with the same content as ``target`` (every variant: caption, images, alt texts, first
     comment), saved as a draft under ``slug`` (default: ``<slug>-copy``, ``-copy-2``, ...), at ``at`` (default:
     the source's time when it is still ahead, else none)."""
-    variants = variants_of(db.store, target)
+    variants = variants_of(db, target)
     if slug is not None and not SLUG.match(slug):
         raise PostInvalid(f"slug must be 1-100 letters, digits, '.', '_' or '-' (got {slug[:60]!r})")
     source = str(variants[0].get("post") or variants[0].get("slug") or "post")
-    new_slug = slug or _free_slug(db.store, source)
+    new_slug = slug or _free_slug(db, source)
     shared_at = at
     parts = []
     for v in variants:

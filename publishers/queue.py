@@ -383,7 +383,8 @@ def _move(db: Ledger, doc_id: str, status: str, allowed: tuple[str, ...], doc: d
           **fields: Any) -> dict[str, Any]:
     doc = doc if doc is not None else _post(db, doc_id)
     if doc.get("status") not in allowed:
-        raise PostInvalid(f"{doc_id} is {doc.get('status')}: only a post that is {' or '.join(allowed)} can be moved to {status}")
+        states = allowed[0] if len(allowed) == 1 else f"{', '.join(allowed[:-1])} or {allowed[-1]}"
+        raise PostInvalid(f"{doc_id} is {doc.get('status')}: only a post that is {states} can be moved to {status}")
     body = {k: v for k, v in doc.items() if not k.startswith("_")}
     body.update(fields)
     body["status"] = status
