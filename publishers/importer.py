@@ -1,7 +1,7 @@
 """Bulk import: a content calendar (CSV or JSON), one row a post, each row queued through
 ``queue.submit_post`` as if it had been typed, independently of the others.
 
-    read_rows(data, name=None)                 the file's rows (dicts), or Invalid for a file that
+    read_rows(data, name=None)                 the file's rows (dicts), or ImportInvalid for a file that
                                                is not one (one sentence: what is wrong with the file)
     import_rows(db, settings, rows, *, dry_run, now_ms) -> ImportReport
                                                every row checked, with one sentence per problem
@@ -45,9 +45,9 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ledger import Conflict, Forbidden, Invalid, Ledger
+from ledger import Conflict, Forbidden, Ledger
 
-from .errors import PostInvalid
+from .errors import ImportInvalid, PostInvalid
 from .queue import PostIn, VariantIn, parse_target, submit_post
 
 COLUMNS = ("to", "caption", "caption_ig", "caption_threads", "caption_bsky", "images", "alts", "first_comment", "at",
@@ -108,23 +108,23 @@ def _column(name: str) -> str:
 
 def read_rows(data: bytes | str, name: str | None = None) -> list[tuple[int, dict[str, Any]]]:
     """The rows of a CSV or JSON file (``name`` helps tell which: ``.json``; else the content does), each
-    with its row number; Invalid, in one sentence, when the file cannot be read as one or names a column
+    with its row number; ImportInvalid, in one sentence, when the file cannot be read as one or names a column
     that is not one."""
     raw = data.encode() if isinstance(data, str) else data
     if len(raw) > MAX_BYTES:
-        raise Invalid(f"the file is {len(raw):,} bytes; an import is at most {MAX_BYTES:,} bytes (split it)")
+        raise ImportInvalid(f"the file is {len(raw):,} bytes; an import is at most {MAX_BYTES:,} bytes (split it)")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise Invalid("the file is not UTF-8 text: save the spreadsheet as CSV UTF-8, or give JSON") from None
+        raise ImportInvalid("the file is not UTF-8 text: save the spreadsheet as CSV UTF-8, or give JSON") from None
     is_json = (name or "").lower().endswith(".json") or text.lstrip()[:1] in ("[", "{")
     rows = _json_rows(text) if is_json else _csv_rows(text)
     if len(rows) > MAX_ROWS:
-        raise Invalid(f"the file has {len(rows):,} rows; an import is at most {MAX_ROWS:,} rows (split it)")
+        raise ImportInvalid(f"the file has {len(rows):,} rows; an import is at most {MAX_ROWS:,} rows (split it)")
     for _, row in rows:
-        unknown = sorted(set(row) - set(COLUMNS))
+        unknown = sorted(set(row) - set(COLUMNS) - {"_extra"})
         if unknown:
-            raise Invalid(f"column {unknown[0]!r} is not one: the columns are {', '.join(COLUMNS)}")
+            raise ImportInvalid(f"column {unknown[0]!r} is not one: the columns are {', '.join(COLUMNS)}")
     return rows
 
 
@@ -132,15 +132,15 @@ def _json_rows(text: str) -> list[tuple[int, dict[str, Any]]]:
     try:
         found = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise Invalid(f"the file is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+        raise ImportInvalid(f"the file is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     if isinstance(found, dict) and isinstance(found.get("posts"), list):
         found = found["posts"]
     if not isinstance(found, list):
-        raise Invalid('a JSON import is an array of posts (or {"posts": [...]}), one object each')
+        raise ImportInvalid('a JSON import is an array of posts (or {"posts": [...]}), one object each')
     out = []
     for n, item in enumerate(found, start=1):
         if not isinstance(item, dict):
-            raise Invalid(f"row {n} is not an object: a JSON import is an array of objects with the import's columns")
+            raise ImportInvalid(f"row {n} is not an object: a JSON import is an array of objects with the import's columns")
         out.append((n, {_column(str(k)): v for k, v in item.items()}))
     return out
 
@@ -150,12 +150,12 @@ def _csv_rows(text: str) -> list[tuple[int, dict[str, Any]]]:
     try:
         header = next(reader)
     except StopIteration:
-        raise Invalid("the file is empty: a CSV import starts with a header row naming its columns (to, caption, ...)") from None
+        raise ImportInvalid("the file is empty: a CSV import starts with a header row naming its columns (to, caption, ...)") from None
     except csv.Error as exc:
-        raise Invalid(f"the file is not CSV: {exc}") from None
+        raise ImportInvalid(f"the file is not CSV: {exc}") from None
     names = [_column(h) for h in header]
     if "to" not in names:
-        raise Invalid(f"the header has no 'to' column (the networks of each post); it names: {', '.join(names)[:200]}")
+        raise ImportInvalid(f"the header has no 'to' column (the networks of each post); it names: {', '.join(names)[:200]}")
     out = []
     try:
         for values in reader:
@@ -167,7 +167,7 @@ def _csv_rows(text: str) -> list[tuple[int, dict[str, Any]]]:
                 continue
             out.append((line, {k: v for k, v in zip(names, values)}))
     except csv.Error as exc:
-        raise Invalid(f"the file is not CSV at row {reader.line_num}: {exc}") from None
+        raise ImportInvalid(f"the file is not CSV at row {reader.line_num}: {exc}") from None
     return out
 
 

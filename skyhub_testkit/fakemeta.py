@@ -122,6 +122,7 @@ class FakeMeta:
         self.published_before: list[int] = []  # publish times outside this fake (posts made elsewhere)
         self.on_publish: Callable[[], None] | None = None  # called after a publish went live, before answering
         self.before: dict[str, Callable[[], None]] = {}  # endpoint -> called before answering
+        self.after: dict[str, Callable[[], None]] = {}  # endpoint -> called once it was served, before answering
         self._n = 0
         self._lock = threading.RLock()
 
@@ -177,6 +178,9 @@ class FakeMeta:
             if injected == "timeout" or (isinstance(injected, tuple) and isinstance(injected[0], int)):
                 return injected
             result = self._serve(endpoint, parts, args)
+        done = self.after.get(endpoint)
+        if done is not None:  # the call's effect is made (a comment posted): a hook here is a crash before the answer
+            done()
         if injected == "live-timeout":
             self._published_hook()
             return "timeout"
