@@ -128,3 +128,15 @@ def test_the_cli_the_api_and_the_console_share_one_way_into_the_queue():
     for door in ("cli.py", "api.py", "pages.py"):
         text = (root / door).read_text()
         assert "submit(" in text and "new_request(" not in text and " queue(" not in text, door
+
+
+def test_the_post_doors_go_through_the_queue_and_the_posts_functions_too():
+    """The post commands, routes and the import build nothing and write nothing themselves: they call
+    ``queue.submit_post`` and ``publishers.posts`` (whose writes the machine judges)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "publishers"
+    for door in ("cli_posts.py", "api_posts.py", "importer.py"):
+        text = (root / door).read_text()
+        assert "submit_post(" in text or "import_rows(" in text, door
+        assert "new_request(" not in text and ".put(" not in text and " queue(" not in text, door
