@@ -330,7 +330,10 @@ class Rules:
         """Say where people's roles live: ``source(actor, read)`` returns the role of ``actor``, reading
         documents with ``read`` in the transaction of the write being judged. It is called only when an
         edge or a guard asks, at most once per write, and never cached: a role changed by another
-        process is the one the next write is judged by. Without a source, patterns with roles admit
+        process is the one the next write is judged by. (On SQLite the reader is the write's own
+        transaction. PostgreSQL judges a write just before the one statement that makes it, which is
+        conditional on the document's head, not on the role's document: a role changed in those few
+        milliseconds is in force from the next write.) Without a source, patterns with roles admit
         every actor of their kind (see ``ActorPattern``)."""
         self._roles = source
 

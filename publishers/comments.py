@@ -42,6 +42,7 @@ from platforms.richtext import facets
 from .accounts import Account
 from .errors import ContentProblem
 from .listing import iso
+from .machine import iso_ms
 from .steps import Run, Step
 
 log = logging.getLogger(__name__)
@@ -206,7 +207,7 @@ class FirstComment:
             return self._threads_container(step, client)
         if not isinstance(container, dict) or not container.get("id"):
             return self._threads_container(step, client)
-        if step.now() < int(container.get("at") or 0) + THREADS_SETTLE_MS:
+        if step.now() < (iso_ms(container.get("at")) or 0) + THREADS_SETTLE_MS:
             return "waiting"
         return self._threads_publish(step, client, None)
 
@@ -223,7 +224,7 @@ class FirstComment:
             self.account.created(1, step.now())  # a lost answer may have made one: it expires unpublished
             return step.retry_later(exc.reason, intent=None)
         self.account.created(1, step.now())
-        step.write(commentContainer={"id": ident, "at": step.now()}, intent=None, lastError=None)
+        step.write(commentContainer={"id": ident, "at": iso(step.now())}, intent=None, lastError=None)
         return "comment-container"
 
     def _threads_publish(self, step: Step, client: Threads, attempts: int | None) -> str:

@@ -202,7 +202,7 @@ def _no_call_in_flight(old: dict[str, Any] | None, new: dict[str, Any], ctx: Gua
     if isinstance(doc.get("intent"), dict):
         return f"a call for this post is under way ({doc['intent'].get('step')}): it cannot be cancelled until it is read back"
     if doc.get("rkey"):
-        return "this Bluesky post may already be live under its record key: it cannot be cancelled; see `publish show`"
+        return "this Bluesky post may already be live under its record key: it cannot be cancelled (its steps show what happened)"
     return None
 
 

@@ -58,14 +58,14 @@ def variants_of(store: Reads, post_id: str) -> list[dict[str, Any]]:
         try:
             doc = store.get(DB, post_id)
         except NotFound:
-            raise NotFound(f"no post or variant {post_id!r} (a post is named by its slug, a variant by PLATFORM:ACCOUNT:SLUG; "
-                           "see `skyhub publish ls`)") from None
+            raise NotFound(f"no post or variant {post_id!r} (a post is named by its slug, a variant by "
+                           "PLATFORM:ACCOUNT:SLUG)") from None
         if doc.get("kind") != KIND:
             raise NotFound(f"{post_id!r} is not a post")
         return [doc]
     found = [d for d in by_time(store, post=post_id) if d.get("kind") == KIND]
     if not found:
-        raise NotFound(f"no post {post_id!r} (a post is named by its slug, a variant by PLATFORM:ACCOUNT:SLUG; see `skyhub publish ls`)")
+        raise NotFound(f"no post {post_id!r} (a post is named by its slug, a variant by PLATFORM:ACCOUNT:SLUG)")
     return sorted(found, key=lambda d: (ORDER.get(str(d.get("platform")), 9), str(d.get("account"))))
 
 

@@ -230,3 +230,24 @@ def test_reviews_and_comments_are_signed_by_their_writer_and_kept(world):
         with pytest.raises(Forbidden) as err:
             world.write("user:ed", doc, comments=comments)
         assert sentence in err.value.reason, (comments, err.value.reason)
+
+
+def test_the_console_offers_retry_only_for_an_error_and_cancel_before_the_post_is_published():
+    from publishers.machine import KIND, PUBLISH
+    from publishers.pages import doc_actions
+
+    def labels(status):
+        return [label for _, label, _ in doc_actions("requests", {"kind": KIND, "status": status}, "user:ann", PUBLISH) or []]
+
+    assert labels("draft") == ["Cancel"] and labels("in-review") == ["Cancel"] and labels("pending") == ["Cancel"]
+    assert labels("error") == ["Retry"] and labels("done") == []
+
+
+def test_done_and_commented_are_both_published_and_count_as_one_outcome():
+    """``done`` is no longer terminal (the first comment follows): it is a settled end, so the activity
+    chart, the queue depth and the metrics count a post once, when it is published."""
+    from publishers.machine import PUBLISH, PUBLISHED
+
+    assert set(PUBLISHED) <= PUBLISH.ends and "done" not in PUBLISH.terminal
+    assert PUBLISH.follow_ups == {"commented"}
+    assert PUBLISH.ends >= {"done", "commented", "cancelled", "skipped"}
