@@ -53,7 +53,7 @@ from .queue import PostIn, VariantIn, parse_target, submit_post
 COLUMNS = ("to", "caption", "caption_ig", "caption_threads", "caption_bsky", "images", "alts", "first_comment", "at",
            "timezone", "slug", "draft")
 MAX_ROWS = 1000
-MAX_BYTES = 2_000_000
+MAX_BYTES = 1_000_000  # within what the hub's API takes as one request body
 TRUE = ("yes", "true", "1", "y", "draft")
 FALSE = ("", "no", "false", "0", "n")
 _SPLIT = re.compile(r"[\s|]+")

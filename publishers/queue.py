@@ -337,6 +337,8 @@ def submit_post(db: Ledger, settings: Any, post: PostIn, *, now_ms: int, dry_run
             raise Conflict(f"{doc_id} is already used by a post that is not {slug!r}: choose another slug")
         elif same_content(head, body):
             plan.append((body, head, "unchanged"))
+        elif head.get("status") == "cancelled":
+            raise Conflict(f"{doc_id} was cancelled: choose another slug for a new post (or duplicate that one)")
         elif (why := started(head)) is not None:
             raise Conflict(f"{doc_id} is already queued with different content, and its content is fixed ({why}): "
                            "choose another slug for a new post, or cancel that one and duplicate it")
