@@ -29,6 +29,14 @@ Checking a request is two steps, so that nothing of a body is read before the he
 been accepted: ``check`` (header only: a token, or a device's name, key, revocation and time
 window) and, for a device, ``verify`` with the body.
 
+**Roles.** Each person holds one role: ``editor`` (writes drafts and submits them),
+``approver`` (approves, rejects, queues directly) or ``admin`` (everything a person may do). It
+is kept in the person's document, ``person:<name>`` in ``auth`` (``kind: "person"``); a person
+without one (every token made before roles existed, or ``skyhub user add NAME`` without
+``--role``) holds ``admin``: the powers every person had before. The machines read the role in
+the write's transaction (``role_source``, given to the rules by ``protect``), never from a
+cache, so a role changed on one hub process holds for the next write on every other.
+
 The ``auth`` database is written only by ``admin`` (the CLI on the hub) and is not reachable
 through the API.
 """
@@ -71,10 +79,33 @@ class Unauthorized(LedgerError):
     exit_code = EXIT_FORBIDDEN
 
 
+ROLES = ("editor", "approver", "admin")
+DEFAULT_ROLE = "admin"  # a person without a role keeps the powers every person had before roles
+
+
 def protect(rules: Rules) -> None:
-    """Only admin writes the auth database; tokens and devices are listed by kind."""
+    """Only admin writes the auth database; tokens and devices are listed by kind; people's roles
+    come from their documents in it (``role_source``)."""
     rules.allow(AUTH_DB, free=[ADMIN], blind=[ADMIN])
     rules.index(AUTH_DB, "kind")
+    rules.roles_from(role_source)
+
+
+def role_source(actor: str, read: Callable[[str, str], dict[str, Any] | None]) -> str | None:
+    """The role of ``actor`` (people only; None for devices, ticks and handlers), read with ``read`` in the
+    transaction of the write being judged: the person's ``role``, else ``DEFAULT_ROLE``."""
+    kind, _, name = actor.partition(":")
+    if kind != "user":
+        return None
+    found = read(AUTH_DB, f"person:{name}") if _NAME.match(name) else None
+    role = (found or {}).get("role")
+    return role if role in ROLES else DEFAULT_ROLE
+
+
+def _check_role(role: str) -> str:
+    if role not in ROLES:
+        raise Invalid(f"role {role!r} is not one: use {', '.join(ROLES)}")
+    return role
 
 
 def _check_name(name: str, what: str) -> str:
@@ -88,9 +119,13 @@ def _hash(secret: str) -> str:
 
 
 # ---- operator tokens ---------------------------------------------------------------------
-def add_user(store: Store, name: str, *, clock: Clock) -> str:
-    """Create a token for person ``name`` (actor ``user:<name>``), made at ``clock``'s time; returns the token, once."""
+def add_user(store: Store, name: str, role: str | None = None, *, clock: Clock) -> str:
+    """Create a token for person ``name`` (actor ``user:<name>``), made at ``clock``'s time; returns the
+    token, once. With ``role``, the person holds it from now on (``set_role``); without, their role stays
+    as it was (``DEFAULT_ROLE`` for a new person)."""
     _check_name(name, "user")
+    if role is not None:
+        set_role(store, name, role, clock=clock)
     token_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     store.put(
@@ -102,10 +137,35 @@ def add_user(store: Store, name: str, *, clock: Clock) -> str:
     return f"skh_{token_id}_{secret}"
 
 
+def set_role(store: Store, name: str, role: str, *, clock: Clock) -> dict[str, Any]:
+    """Make person ``name`` hold ``role`` (one of ``ROLES``); their next write is judged by it, on every hub process."""
+    _check_name(name, "user")
+    _check_role(role)
+    doc = {"kind": "person", "name": name, "actor": f"user:{name}", "role": role, "updatedAt": clock.now_ms()}
+    try:
+        head = store.get(AUTH_DB, f"person:{name}")
+        return store.put(AUTH_DB, doc, f"person:{name}", actor="admin", if_rev=head["_rev"])
+    except NotFound:
+        return store.put(AUTH_DB, doc, f"person:{name}", actor="admin", create_only=True)
+
+
+def role_of(store: Store, name: str) -> str:
+    """The role person ``name`` holds (``DEFAULT_ROLE`` when none was given)."""
+    try:
+        role = store.get(AUTH_DB, f"person:{name}").get("role")
+    except NotFound:
+        return DEFAULT_ROLE
+    return role if role in ROLES else DEFAULT_ROLE
+
+
 def list_tokens(store: Store) -> list[dict[str, Any]]:
-    """Every token as metadata (id, name, actor, createdAt, revokedAt), revoked ones included; never its hash."""
+    """Every token as metadata (id, name, actor, role, createdAt, revokedAt), revoked ones included; never its hash.
+    ``role`` is the person's (one role per person, whichever token they use)."""
+    roles = {d.get("name"): d.get("role") for d in _all(store, "person")}
     return [
-        {"id": d["_id"].split(":", 1)[1], "name": d["name"], "actor": d["actor"], "createdAt": d["createdAt"], "revokedAt": d.get("revokedAt")}
+        {"id": d["_id"].split(":", 1)[1], "name": d["name"], "actor": d["actor"],
+         "role": roles.get(d["name"]) if roles.get(d["name"]) in ROLES else DEFAULT_ROLE,
+         "createdAt": d["createdAt"], "revokedAt": d.get("revokedAt")}
         for d in _all(store, "token")
     ]
 

@@ -23,26 +23,48 @@ def user() -> None:
     """
 
 
+ROLE_HELP = ("editor (writes drafts and submits them), approver (approves, rejects, queues directly) or admin "
+             "(everything a person may do)")
+
+
 @user.command("add")
 @click.argument("name")
+@click.option("--role", type=click.Choice(["editor", "approver", "admin"]),
+              help=f"What the person may do: {ROLE_HELP}. Left out: a new person is admin, an existing one keeps their role.")
 @click.pass_obj
-def user_add(state: State, name: str) -> None:
+def user_add(state: State, name: str, role: str | None) -> None:
     """Make a token for a person (actor user:NAME). The token is printed once; the hub keeps a hash.
 
-    Example: skyhub user add ana
+    Example: skyhub user add ana --role editor
     """
-    from .auth import add_user
+    from .auth import add_user, role_of
 
-    token = add_user(state.local_store("skyhub user add"), name, clock=state.clock)
+    store = state.local_store("skyhub user add")
+    token = add_user(store, name, role, clock=state.clock)
     click.echo(token)
-    click.echo(f"skyhub: token for user:{name} printed once; give it to them as SKYHUB_TOKEN", err=True)
+    click.echo(f"skyhub: token for user:{name} ({role_of(store, name)}) printed once; give it to them as SKYHUB_TOKEN", err=True)
+
+
+@user.command("role")
+@click.argument("name")
+@click.argument("role", type=click.Choice(["editor", "approver", "admin"]))
+@click.pass_obj
+def user_role(state: State, name: str, role: str) -> None:
+    """Change what a person may do: editor, approver or admin (their tokens stay; the next write is judged by the new role).
+
+    Example: skyhub user role ana approver
+    """
+    from .auth import set_role
+
+    set_role(state.local_store("skyhub user role"), name, role, clock=state.clock)
+    click.echo(json.dumps({"user": f"user:{name}", "role": role}))
 
 
 @user.command("list")
 @json_option
 @click.pass_obj
 def user_list(state: State, as_json: bool) -> None:
-    """List tokens (metadata only: id, name, created, revoked).
+    """List tokens (metadata only: id, name, role, created, revoked).
 
     Example: skyhub user list --json
     """
@@ -52,8 +74,9 @@ def user_list(state: State, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(tokens))
         return
-    click.echo(table(["id", "name", "actor", "created", "revoked"], [
-        [t["id"], t["name"], t["actor"], iso(t["createdAt"]), iso(t["revokedAt"]) if t["revokedAt"] else ""] for t in tokens
+    click.echo(table(["id", "name", "actor", "role", "created", "revoked"], [
+        [t["id"], t["name"], t["actor"], t["role"], iso(t["createdAt"]), iso(t["revokedAt"]) if t["revokedAt"] else ""]
+        for t in tokens
     ]))
 
 

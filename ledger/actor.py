@@ -7,6 +7,7 @@ An actor is a string ``kind:name`` (``user:ana``, ``device:builder``,
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -30,27 +31,41 @@ def parse_actor(actor: str) -> tuple[str, str]:
     return kind, name
 
 
+RoleOf = Callable[[], "str | None"]
+"""The writing actor's role, asked for only when a pattern or a guard needs it (see ``Rules.roles_from``)."""
+
+
 @dataclass(frozen=True)
 class ActorPattern:
-    """Matches actors of one kind, optionally with one name."""
+    """Matches actors of one kind, optionally with one name, and for people optionally only those
+    holding one of ``roles``.
+
+    Roles are plain names the engine does not interpret: the hub tells the rules how to find a
+    person's role (``Rules.roles_from``), in the write's transaction. Where no role can be known
+    (rules without a role source: the engine on its own, a test), a pattern with roles admits
+    every actor of its kind."""
 
     kind: str
     name: str | None = None
+    roles: tuple[str, ...] | None = None
 
-    def matches(self, actor: str) -> bool:
-        """Whether ``actor`` is one this pattern admits."""
+    def matches(self, actor: str, role: RoleOf | None = None) -> bool:
+        """Whether ``actor`` is one this pattern admits (``role``: the actor's role, when the rules can say)."""
         kind, _, name = actor.partition(":")
-        return kind == self.kind and (self.name is None or name == self.name)
+        if kind != self.kind or (self.name is not None and name != self.name):
+            return False
+        return self.roles is None or role is None or role() in self.roles
 
     def __str__(self) -> str:
         if self.kind == "admin":
             return "admin"
-        return f"{self.kind}:{self.name or '*'}"
+        base = f"{self.kind}:{self.name or '*'}"
+        return f"{base} ({' or '.join(self.roles)})" if self.roles is not None else base
 
 
-def user(name: str | None = None) -> ActorPattern:
-    """People: ``user:<name>``, or any user."""
-    return ActorPattern("user", name)
+def user(name: str | None = None, *, roles: Sequence[str] | None = None) -> ActorPattern:
+    """People: ``user:<name>``, or any user; with ``roles``, only people holding one of them."""
+    return ActorPattern("user", name, tuple(roles) if roles is not None else None)
 
 
 def device(name: str | None = None) -> ActorPattern:

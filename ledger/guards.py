@@ -23,10 +23,20 @@ class GuardContext:
     noun: str  # "job", "mention", ... for messages
     settings: Callable[[str], Any] | None = None
     doc_id: str = ""  # the id of the document written
+    role_of: Callable[[], str | None] | None = None  # the actor's role, read when asked (None: the rules know no roles)
 
     def section(self, name: str) -> Any | None:
         """A settings section by name (``"publish"``, ``"fetch"``), or None when the store has no settings."""
         return self.settings(name) if self.settings is not None else None
+
+    def role(self) -> str | None:
+        """The writing actor's role, read in the write's transaction (None: it has none, or the rules know no roles)."""
+        return self.role_of() if self.role_of is not None else None
+
+    def holds(self, *roles: str) -> bool:
+        """Whether the writing actor holds one of ``roles``; True where no role can be known (rules without a
+        role source), as for an ``ActorPattern`` with roles."""
+        return self.role_of is None or self.role_of() in roles
 
 
 @dataclass(frozen=True)

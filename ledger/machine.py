@@ -3,6 +3,12 @@
 A machine governs the documents of one kind in one database (``type: "job"`` in ``jobs``).
 It is checked when declared (``InvalidMachine``), checked on every write in the write's
 transaction (``Forbidden`` with a readable reason), and renders itself as Mermaid.
+
+**Roles.** An edge may admit only people holding a role (``user(roles=("approver",))``). The
+engine does not know where roles live: the hub gives the rules a role source
+(``Rules.roles_from``), a function of the actor and a reader of documents *in the write's
+transaction*, and the rules call it only when a pattern or a guard asks, once per write. So a
+role is never cached: a write is judged by the role its actor holds when it is written.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .actor import ADMIN, ActorPattern, user
+from .actor import ADMIN, ActorPattern, RoleOf, user
 from .document import check_db, check_field
 from .errors import Forbidden, LedgerError
 from .guards import Guard, GuardContext
@@ -47,9 +53,10 @@ class Edge:
         object.__setattr__(self, "by", (by,) if isinstance(by, ActorPattern) else tuple(by))
         object.__setattr__(self, "guards", tuple(guards))
 
-    def allows(self, actor: str) -> bool:
-        """Whether ``actor`` may take this edge."""
-        return any(p.matches(actor) for p in self.by)
+    def allows(self, actor: str, role: RoleOf | None = None) -> bool:
+        """Whether ``actor`` may take this edge (``role``: the actor's role, where the rules know roles;
+        without it an edge that needs a role admits every actor of its kind)."""
+        return any(p.matches(actor, role) for p in self.by)
 
 
 @dataclass
@@ -68,6 +75,8 @@ class Machine:
     delete_by: tuple[ActorPattern, ...] = (ADMIN,)
     states: tuple[str, ...] = field(default=())
     indexes: tuple[str, ...] = ()
+    invariants: tuple[Guard, ...] = ()
+    settled: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -83,9 +92,15 @@ class Machine:
         create_by: Sequence[ActorPattern] | None = None,
         delete_by: Sequence[ActorPattern] = (ADMIN,),
         indexes: Sequence[str] = (),
+        invariants: Sequence[Guard] = (),
+        settled: Iterable[str] = (),
     ) -> None:
         """``indexes``: the fields of ``db`` that the machine's ticks and handlers query
-        (``status`` is indexed for every database already)."""
+        (``status`` is indexed for every database already). ``invariants``: guards every write of an
+        existing document must pass, whatever its edge (a field that may change only until some
+        step, where ``fixed`` is too strict). ``settled``: states where the document's work has
+        ended although a follow-up step may still leave them (a post ``done``, before its first
+        comment); with the terminal states they are the machine's ``ends``."""
         check_db(db)
         if (type is None) == (kind is None):
             raise InvalidMachine(f"machine for {db!r}: give exactly one of type= or kind=")
@@ -99,6 +114,8 @@ class Machine:
         self.create_by = tuple(create_by) if create_by is not None else None
         self.delete_by = tuple(delete_by)
         self.indexes = tuple(check_field(f) for f in indexes)
+        self.invariants = tuple(invariants)
+        self.settled = frozenset(settled)
         seen: list[str] = list(self.start)
         for edge in self.edges:
             for s in (*edge.src, edge.dst):
@@ -124,6 +141,12 @@ class Machine:
             for g in edge.guards:
                 if not isinstance(g, Guard):
                     raise InvalidMachine(f"{where}: guard {g!r} on {edge.dst} is not a Guard")
+        for g in self.invariants:
+            if not isinstance(g, Guard):
+                raise InvalidMachine(f"{where}: invariant {g!r} is not a Guard")
+        for state in self.settled:
+            if state not in self.states:
+                raise InvalidMachine(f"{where}: settled state {state!r} is not a state")
         for state in self.terminal:
             if state not in self.states:
                 raise InvalidMachine(f"{where}: terminal state {state!r} is not a state")
@@ -144,22 +167,41 @@ class Machine:
         if unreachable:
             raise InvalidMachine(f"{where}: state(s) {', '.join(unreachable)} cannot be reached from a start state")
 
+    @property
+    def ends(self) -> frozenset[str]:
+        """The states where a document's work has ended: the terminal states and the settled ones."""
+        return self.terminal | self.settled
+
+    @property
+    def follow_ups(self) -> frozenset[str]:
+        """End states reached only from another end (``commented``, only ever after ``done``): arriving
+        there records a follow-up step, not a second outcome."""
+        ends = self.ends
+        out = set()
+        for state in ends - set(self.start):
+            sources = {src for e in self.edges if e.dst == state for src in e.src if src != state}
+            if sources and sources <= ends:
+                out.add(state)
+        return frozenset(out)
+
     def governs(self, doc: Doc | None) -> bool:
         """Whether ``doc`` is of this machine's kind (or the machine takes any kind)."""
         return doc is not None and doc.get(self.kind_field) == self.kind
 
     def check(self, old: Doc | None, new: Doc | None, actor: str, now_ms: int,
-              settings: Callable[[str], Any] | None = None, doc_id: str = "") -> None:
+              settings: Callable[[str], Any] | None = None, doc_id: str = "", role: RoleOf | None = None) -> None:
         """Raise Forbidden unless ``actor`` may move the document from ``old`` to ``new``.
 
         ``old`` is the head body (None for a new document), ``new`` None for a delete;
-        ``settings`` gives guards the hub's settings sections by name, ``doc_id`` the document's id.
+        ``settings`` gives guards the hub's settings sections by name, ``doc_id`` the document's id,
+        ``role`` the actor's role (None: the rules know no roles).
         """
         noun = self.kind
-        ctx = GuardContext(actor=actor, now_ms=now_ms, max_attempts=self.max_attempts, noun=noun, settings=settings, doc_id=doc_id)
+        ctx = GuardContext(actor=actor, now_ms=now_ms, max_attempts=self.max_attempts, noun=noun, settings=settings, doc_id=doc_id,
+                           role_of=role)
         is_admin = actor == "admin"
         if new is None:
-            if not is_admin and not any(p.matches(actor) for p in self.delete_by):
+            if not is_admin and not any(p.matches(actor, role) for p in self.delete_by):
                 who = ", ".join(str(p) for p in self.delete_by)
                 raise Forbidden(f"{actor} may not delete a {noun} (only {who})")
             return
@@ -175,7 +217,7 @@ class Machine:
         if old is None:
             if status not in self.start:
                 raise Forbidden(f"a new {noun} must start in {' or '.join(self.start)}, not {status}")
-            if self.create_by is not None and not any(p.matches(actor) for p in self.create_by):
+            if self.create_by is not None and not any(p.matches(actor, role) for p in self.create_by):
                 raise Forbidden(f"{actor} may not create a {noun}")
             validator = self.start[status]
             refused = validator(None, new, ctx) if validator else None
@@ -189,10 +231,16 @@ class Machine:
         candidates = [e for e in self.edges if before in e.src and e.dst == status]
         if not candidates:
             raise Forbidden(f"no transition {before} -> {status} for a {noun}")
-        allowed = [e for e in candidates if e.allows(actor)]
+        allowed = [e for e in candidates if e.allows(actor, role)]
         if not allowed:
             who = ", ".join(sorted({str(p) for e in candidates for p in e.by}))
-            raise Forbidden(f"{actor} may not move a {noun} from {before} to {status} (only {who})")
+            held = ctx.role()
+            as_role = f" as {held}" if held is not None and any(p.roles for e in candidates for p in e.by) else ""
+            raise Forbidden(f"{actor}{as_role} may not move a {noun} from {before} to {status} (only {who})")
+        for invariant in self.invariants:
+            refused = invariant(old, new, ctx)
+            if refused:
+                raise Forbidden(refused)
         reasons = []
         for edge in allowed:
             refused = next((r for g in edge.guards if (r := g(old, new, ctx))), None)
@@ -205,7 +253,8 @@ class Machine:
         """The machine as plain data (for JSON output and the API)."""
         return {
             "db": self.db, "field": self.kind_field, "kind": self.kind, "states": list(self.states),
-            "start": list(self.start), "terminal": sorted(self.terminal), "maxAttempts": self.max_attempts,
+            "start": list(self.start), "terminal": sorted(self.terminal), "settled": sorted(self.settled),
+            "invariants": [str(g) for g in self.invariants], "maxAttempts": self.max_attempts,
             "edges": [
                 {"from": list(e.src), "to": e.dst, "by": [str(p) for p in e.by], "guards": [str(g) for g in e.guards]}
                 for e in self.edges
@@ -217,7 +266,14 @@ class Machine:
         """The machine as Markdown: a line naming it, then its diagram in a mermaid fence."""
         counted = any(g.name.startswith(("claim", "attempts")) for e in self.edges for g in e.guards)
         limit = f" (at most {self.max_attempts} attempts)" if counted else ""
-        return f"**{self.db}** documents with `{self.kind_field}: \"{self.kind}\"`{limit}:\n\n```mermaid\n{self.mermaid()}\n```\n"
+        notes = ""
+        if self.invariants:
+            notes += f"\nEvery write of an existing document also holds: {', '.join(f'`{g}`' for g in self.invariants)}.\n"
+        if self.settled:
+            notes += (f"\nIts work has ended in {', '.join(f'`{s}`' for s in sorted(self.settled))} too "
+                      "(a follow-up step may still leave it).\n")
+        return (f"**{self.db}** documents with `{self.kind_field}: \"{self.kind}\"`{limit}:\n\n```mermaid\n{self.mermaid()}\n```\n"
+                + notes)
 
     def mermaid(self) -> str:
         """The machine as a Mermaid state diagram (for the README and the console)."""
@@ -251,6 +307,13 @@ class DbPolicy:
     blind: tuple[ActorPattern, ...] = (user(), ADMIN)
 
 
+Reader = Callable[[str, str], "Doc | None"]
+"""``read(db, id)``: a document's head body (None when there is none or it was deleted), read in
+the transaction of the write being judged."""
+RoleSource = Callable[[str, Reader], "str | None"]
+"""``role_of(actor, read)``: the role ``actor`` holds (None: none), found with ``read``."""
+
+
 class Rules:
     """Every machine and database policy the store enforces."""
 
@@ -259,8 +322,43 @@ class Rules:
         self._policies: dict[str, DbPolicy] = {}
         self._indexes: dict[tuple[str, str], None] = {}
         self._settings: Callable[[str], Any] | None = None
+        self._roles: RoleSource | None = None
         for m in machines:
             self.declare(m)
+
+    def roles_from(self, source: RoleSource) -> None:
+        """Say where people's roles live: ``source(actor, read)`` returns the role of ``actor``, reading
+        documents with ``read`` in the transaction of the write being judged. It is called only when an
+        edge or a guard asks, at most once per write, and never cached: a role changed by another
+        process is the one the next write is judged by. (On SQLite the reader is the write's own
+        transaction. PostgreSQL judges a write just before the one statement that makes it, which is
+        conditional on the document's head, not on the role's document: a role changed in those few
+        milliseconds is in force from the next write.) Without a source, patterns with roles admit
+        every actor of their kind (see ``ActorPattern``)."""
+        self._roles = source
+
+    @property
+    def knows_roles(self) -> bool:
+        """Whether a role source was given (``roles_from``)."""
+        return self._roles is not None
+
+    def role(self, actor: str, read: Reader) -> str | None:
+        """The role ``actor`` holds, from the role source (None: none, or no source)."""
+        return self._roles(actor, read) if self._roles is not None else None
+
+    def _role_of(self, actor: str, read: Reader | None) -> RoleOf | None:
+        """The actor's role as a function asked at most once, or None when roles cannot be known."""
+        source = self._roles
+        if source is None or read is None:
+            return None
+        found: list[str | None] = []
+
+        def role() -> str | None:
+            if not found:
+                found.append(source(actor, read))
+            return found[0]
+
+        return role
 
     def configure(self, settings: Callable[[str], Any]) -> None:
         """Give guards the hub's settings: ``settings(name)`` returns a section (called when a
@@ -306,9 +404,11 @@ class Rules:
                 return m
         return None
 
-    def check(self, db: str, old: Doc | None, new: Doc | None, actor: str, now_ms: int, *, blind: bool, doc_id: str = "") -> None:
+    def check(self, db: str, old: Doc | None, new: Doc | None, actor: str, now_ms: int, *, blind: bool, doc_id: str = "",
+              read: Reader | None = None) -> None:
         """Raise Forbidden, naming the rule, unless ``actor`` may write ``new`` over ``old`` in ``db`` now
-        (``doc_id``: the document's id, for guards that check it)."""
+        (``doc_id``: the document's id, for guards that check it; ``read``: documents in the write's
+        transaction, for the role source)."""
         policy = self._policies.get(db, DbPolicy())
         if blind and old is not None and not any(p.matches(actor) for p in policy.blind):
             raise Forbidden(
@@ -318,7 +418,8 @@ class Rules:
         if machine is not None:
             if old is not None and not machine.governs(old) and actor != "admin":
                 raise Forbidden(f"a document in {db!r} cannot become a {machine.kind}")
-            machine.check(old if machine.governs(old) else None, new, actor, now_ms, self._settings, doc_id)
+            machine.check(old if machine.governs(old) else None, new, actor, now_ms, self._settings, doc_id,
+                          self._role_of(actor, read))
             return
         if not any(p.matches(actor) for p in policy.free):
             raise Forbidden(f"{actor} may not write this document in {db!r}: no machine there allows it")

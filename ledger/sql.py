@@ -262,7 +262,7 @@ class SQLStore:
             cur.execute(self.q.head, key)
             row = cur.fetchone()
             head = Head(row[0], decode(row[1]), bool(row[2])) if row else None
-            rev = self._admit(db, id, head, body, text, actor, if_rev, create_only, deleted, now)
+            rev = self._admit(db, id, head, body, text, actor, if_rev, create_only, deleted, now, cur)
             args = {"db": db, "id": id, "rev": rev, "body": text, "deleted": int(deleted)}
             if head is None:
                 cur.execute(self.q.insert_doc, args)
@@ -276,9 +276,10 @@ class SQLStore:
 
     def _admit(
         self, db: str, id: str, head: Head | None, body: Doc, text: str, actor: str,
-        if_rev: str | None, create_only: bool, deleted: bool, now: int,
+        if_rev: str | None, create_only: bool, deleted: bool, now: int, cur: Any = None,
     ) -> str:
-        """Check a write against the head (``if_rev``, ``create_only``, the machine rules); the new revision."""
+        """Check a write against the head (``if_rev``, ``create_only``, the machine rules); the new revision.
+        ``cur``: the write's transaction, where the rules read what they need (a person's role)."""
         live = head is not None and not head.deleted
         if create_only and live:
             raise Conflict(f"document {id!r} already exists in {db!r} (rev {head.rev})")  # type: ignore[union-attr]
@@ -289,8 +290,29 @@ class SQLStore:
             raise NotFound(f"no document {id!r} in {db!r}")
         old = head.body if live else None  # type: ignore[union-attr]
         blind = if_rev is None and not create_only
-        self.rules.check(db, old, None if deleted else body, actor, now, blind=blind, doc_id=id)
+        self.rules.check(db, old, None if deleted else body, actor, now, blind=blind, doc_id=id, read=self._reader(cur))
         return next_rev(head.rev if head else None, text, deleted)
+
+    def _reader(self, cur: Any = None) -> Callable[[str, str], Doc | None]:
+        """``read(db, id)`` for the rules: a head body, on ``cur`` (the write's transaction) when given,
+        else on a pooled connection of its own (PostgreSQL judges a write before the one statement
+        that makes it; see ``PostgresStore._write``)."""
+
+        def read(db: str, id: str) -> Doc | None:
+            if cur is not None:
+                cur.execute(self.q.get, {"db": db, "id": id})
+                row = cur.fetchone()
+            else:
+                with self._op() as c:
+                    c.execute(self.q.get, {"db": db, "id": id})
+                    row = c.fetchone()
+            return decode(row[1]) if row is not None and not row[2] else None
+
+        return read
+
+    def role_of(self, actor: str) -> str | None:
+        """The role ``actor`` holds now, as the rules' role source says (None: none, or no source)."""
+        return self.rules.role(actor, self._reader())
 
     def _written(self, db: str, id: str, body: Doc, rev: str, deleted: bool, actor: str, now: int, seq: int) -> Doc:
         """The document as written; listeners hear of the commit."""

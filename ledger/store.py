@@ -258,6 +258,12 @@ class Ledger:
         """Epoch milliseconds from this ledger's clock (the composition root's)."""
         return self.clock.now_ms()
 
+    def role(self) -> str | None:
+        """The role this ledger's actor holds, as the store's rules find it (``Rules.roles_from``); None when
+        it holds none or the store cannot say (a hub over HTTP judges its writes itself)."""
+        role_of = getattr(self.store, "role_of", None)
+        return role_of(self.actor) if callable(role_of) else None
+
     def get(self, db: str, id: str) -> Doc:
         """The live document (see Documents.get)."""
         return self.store.get(db, id)

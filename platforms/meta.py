@@ -1,7 +1,9 @@
 """The Meta Graph API clients: Instagram (Instagram Login or Facebook Login), Threads, Facebook.
 
-    Instagram     verify, refresh (Instagram Login), containers, publish, permalink, recent media
-    Threads       verify, refresh, containers, publish, permalink, recent threads
+    Instagram     verify, refresh (Instagram Login), containers, publish, permalink, recent media,
+                  a comment on a media and its comments
+    Threads       verify, refresh, containers (a reply: ``reply_to_id``), publish, permalink, recent
+                  threads, the account's replies
     Facebook      verify, and the long-lived token exchange (``fb_exchange_token``)
 
 Each is a ``platforms.graph.MetaGraph`` (the shared transport: token in a header, never a URL;
@@ -28,7 +30,8 @@ from .errors import Answer, Failed
 from .graph import FACEBOOK_LOGIN, INSTAGRAM_LOGIN, THREADS, MetaGraph, RetryPolicy, json_object, json_str
 
 __all__ = [
-    "FACEBOOK_LOGIN", "INSTAGRAM_LOGIN", "THREADS", "ContainerStatus", "Facebook", "Instagram", "Media", "MediaPage",
+    "FACEBOOK_LOGIN", "INSTAGRAM_LOGIN", "THREADS", "Comment", "CommentPage", "ContainerStatus", "Facebook", "Instagram",
+    "Media", "MediaPage",
     "MetaGraph", "Profile", "PublishingLimit", "RetryPolicy", "Threads", "Token",
 ]
 
@@ -107,6 +110,24 @@ class MediaPage:
     """A page of recent media, newest first; pass ``after`` back for the next page."""
 
     items: list[Media]
+    after: str | None
+
+
+@dataclass(frozen=True)
+class Comment:
+    """One comment on an Instagram media (``GET /{media-id}/comments``); ``author`` is its writer's IG user id."""
+
+    id: str
+    text: str | None
+    timestamp: str | None  # as Meta writes it ("2024-05-01T12:00:00+0000")
+    author: str | None
+
+
+@dataclass(frozen=True)
+class CommentPage:
+    """A page of comments; pass ``after`` back for the next page."""
+
+    items: list[Comment]
     after: str | None
 
 
@@ -234,6 +255,25 @@ class Instagram(_Client):
         """``GET /{ig-user-id}/media?fields=id,permalink,timestamp,caption``, newest first."""
         return self._recent(f"{_segment(user_id)}/media", "id,permalink,timestamp,caption", "caption", limit, after)
 
+    def comment(self, media_id: str, message: str) -> str:
+        """Comment on a published media as the account; the comment's id. ``POST /{ig-media-id}/comments``
+        with ``message``. Creates something remote: never retried (resolve a failure with :meth:`comments`)."""
+        body = self.post(f"{_segment(media_id)}/comments", {"message": message}, what="comment on the post", creates=True)
+        return self._id(body, "comment on the post")
+
+    def comments(self, media_id: str, *, limit: int = 50, after: str | None = None) -> CommentPage:
+        """``GET /{ig-media-id}/comments?fields=id,text,timestamp,from``: the media's comments."""
+        params = {"fields": "id,text,timestamp,from", "limit": str(limit)}
+        if after:
+            params["after"] = after
+        body = self.get(f"{_segment(media_id)}/comments", params, what="read the post's comments")
+        items = [Comment(id=json_str(c.get("id")) or "", text=json_str(c.get("text")), timestamp=json_str(c.get("timestamp")),
+                         author=json_str(json_object(c.get("from")).get("id")))
+                 for c in body.get("data") or [] if isinstance(c, dict)]
+        paging = json_object(body.get("paging"))
+        after_cursor = json_str(json_object(paging.get("cursors")).get("after")) if paging.get("next") else None
+        return CommentPage(items=items, after=after_cursor)
+
 
 class Threads(_Client):
     """Threads (``graph.threads.net``); the Threads user id is a parameter of each publishing call."""
@@ -294,6 +334,10 @@ class Threads(_Client):
         return self._recent(f"{_segment(user_id)}/threads", "id,permalink,timestamp,text", "text", limit, after)
 
     recent_threads = recent_media
+
+    def replies(self, user_id: str, *, limit: int = 25, after: str | None = None) -> MediaPage:
+        """``GET /{threads-user-id}/replies?fields=id,permalink,timestamp,text``: the account's own replies, newest first."""
+        return self._recent(f"{_segment(user_id)}/replies", "id,permalink,timestamp,text", "text", limit, after)
 
 
 class Facebook(_Client):

@@ -1,7 +1,8 @@
-"""The publishing routes (``PUBLISHERS.api``): ``POST /v1/publish`` queues a post as the
+"""The publishing routes (``PUBLISHERS.api``): ``POST /v1/publish`` queues a post for one network as the
 authenticated person, exactly as ``skyhub publish ig|threads|bsky`` does, and answers its
-``warnings`` (an image without alt text on Instagram or Threads); ``POST /v1/media`` uploads an
-image for a Bluesky post (the bytes, never a path; upright and without EXIF before it is
+``warnings`` (an image without alt text on Instagram or Threads); ``/v1/posts``, a post for several
+networks, its review, edits and the import, are in ``publishers.api_posts``; ``POST /v1/media``
+uploads an image for a Bluesky post (the bytes, never a path; upright and without EXIF before it is
 stored); ``GET /v1/publish`` lists queued posts a page at a time, with what the tick does next.
 The hub mounts them behind its gate (``POST /v1/media`` takes a binary body of up to
 ``media.MAX_BYTES``: ``PUBLISHERS.uploads``).
@@ -129,6 +130,9 @@ def publish_router(web: Web) -> APIRouter:
         found = await web.run(page, web.store, platform=platform, status=status, limit=limit, after=after)
         return PublishPage(docs=[{**d, "nextStep": next_step(d)} for d in found.docs], next=found.next)
 
+    from .api_posts import posts_router  # a post for several networks, its review and edits, the import
+
+    router.include_router(posts_router(web))
     return router
 
 

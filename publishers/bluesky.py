@@ -65,7 +65,8 @@ class Posts:
             return step.failed(exc, intent=None)
         handle = self.client.handle or self.account.account
         step.settle("done", recordUri=ref["uri"], recordCid=ref["cid"], permalink=permalink(handle, rkey),
-                    publishedAt=step.now(), intent=None, lastError=None, notBefore=None, imageNotes=notes or None)
+                    publishedAt=step.now(), intent=None, lastError=None, notBefore=None, imageNotes=notes or None,
+                    **step.published())
         log.info("publish: %s is live at %s", doc["_id"], ref["uri"], extra={"id": doc["_id"]})
         return "done"
 

@@ -1,8 +1,9 @@
-"""skyhub publish ...: queue posts, list them, look at one, retry or cancel.
+"""skyhub publish ...: queue posts (one network: ``ig|threads|bsky``; several: ``post``, see
+``publishers.cli_posts``), list them by time, look at one, retry or cancel.
 
 Every bad input is one sentence naming the field and the limit, exit 2, before anything is
 written or sent. Locally the commands write the ledger; with ``--hub`` they go through
-``POST /v1/publish`` and the documents API.
+``POST /v1/publish``, ``/v1/posts`` and the documents API.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from ledger import Env, LedgerError, NotFound, Usage
 from ledger.text import iso, table, whole
 
 from . import media
+from .cli_posts import commands
 from .errors import ContentProblem, PostInvalid
-from .listing import listing, next_step
+from .listing import by_time, excerpt, next_step, time_ms
 from .machine import DB, KIND, PUBLISH
+from .posts import cancel_post, get_post, list_posts, variant_view
 from .queue import cancel, request_id, resolve, retry, submit
-from .validate import PLATFORMS, is_local, warnings
+from .validate import PLATFORMS, is_local, parse_at, warnings
 
 if TYPE_CHECKING:
     from .imaging import Picture
@@ -29,9 +32,9 @@ if TYPE_CHECKING:
 
 @click.group("publish")
 def publish_group() -> None:
-    """Queue posts to Instagram, Threads and Bluesky; list, show, retry and cancel them.
+    """Queue posts to Instagram, Threads and Bluesky; review, edit, list, show, retry and cancel them.
 
-    Example: skyhub publish ig --slug launch --image https://cdn.example.org/a.jpg --alt "The box" --caption "It's here"
+    Example: skyhub publish post --to ig --to bsky:shop.bsky.social --image https://cdn.example.org/a.jpg --alt "The box" --caption "It's here"
     """
 
 
@@ -133,25 +136,56 @@ def _read(path: str) -> Picture:
 
 for _platform in PLATFORMS:
     publish_group.add_command(_queue_command(_platform))
+for _command in commands(_read):
+    publish_group.add_command(_command)
+
+
+def _window(value: str | None, name: str) -> int | None:
+    if value is None:
+        return None
+    when = parse_at(value if "T" in value else f"{value}T00:00:00+00:00")
+    if when is None:
+        raise Usage(f"--{name} must be a date (2026-12-01, UTC) or a time with its zone, got {value[:40]!r}")
+    return when
 
 
 @publish_group.command("ls")
 @click.option("--platform", type=click.Choice(list(PLATFORMS)), help="Only this platform.")
 @click.option("--status", type=click.Choice(list(PUBLISH.states)), help="Only this status.")
+@click.option("--from", "since", metavar="DATE|TIME", help="Only posts whose time is at or after this (a UTC date, or a time with its zone).")
+@click.option("--to", "until", metavar="DATE|TIME", help="Only posts whose time is before this.")
+@click.option("--posts", "by_post", is_flag=True, help="One row (JSON: one object with its variants) per post instead of per network.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=200, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="JSON output (an array) instead of a table.")
 @click.pass_obj
-def publish_ls(env: Env, platform: str | None, status: str | None, limit: int, as_json: bool) -> None:
-    """List queued posts: status, next step, when, and the permalink or the last error.
+def publish_ls(env: Env, platform: str | None, status: str | None, since: str | None, until: str | None, by_post: bool,
+               limit: int, as_json: bool) -> None:
+    """List posts by time (when they go out, then when they were written): status, caption, next step, and the permalink or the last error.
 
-    Example: skyhub publish ls --platform ig --status error
+    Example: skyhub publish ls --from 2026-12-01 --to 2026-12-08
     """
-    docs = listing(env.store, platform=platform, status=status, limit=limit)
-    if as_json:
-        click.echo(json.dumps([{**d, "nextStep": next_step(d)} for d in docs], ensure_ascii=False))
+    lo, hi = _window(since, "from"), _window(until, "to")
+    if by_post:
+        if env.remote:
+            from .remote import posts_list
+
+            params = {"status": status, "platform": platform, "from": since, "to": until, "limit": min(limit, 1000)}
+            found = posts_list(cast(Any, env.store), {k: v for k, v in params.items() if v is not None})
+        else:
+            found = list_posts(env.store, status=status, platform=platform, since_ms=lo, until_ms=hi, limit=limit)
+        if as_json:
+            click.echo(json.dumps(found, ensure_ascii=False))
+            return
+        click.echo(table(["time", "post", "status", "networks", "caption"], [
+            [p["time"] or "", p["id"], p["status"], " ".join(v["_id"].rsplit(":", 1)[0] for v in p["variants"]), p["caption"]]
+            for p in found]))
         return
-    click.echo(table(["id", "status", "not before", "attempts", "next step", "permalink / last error"], [  # nothing cut
-        [d["_id"], str(d.get("status")), iso(d["notBefore"]) if d.get("notBefore") else "",
+    docs = by_time(env.store, platform=platform, status=status, since_ms=lo, until_ms=hi, limit=limit)
+    if as_json:
+        click.echo(json.dumps([variant_view(d) for d in docs], ensure_ascii=False))
+        return
+    click.echo(table(["time", "id", "status", "caption", "attempts", "next step", "permalink / last error"], [  # nothing cut but the caption
+        [iso(time_ms(d)) if time_ms(d) else "", d["_id"], str(d.get("status")), excerpt(d.get("caption", d.get("text")), 40),
          str(d.get("attempts") or 0), whole(next_step(d)), d.get("permalink") or whole(d.get("lastError"))]
         for d in docs
     ]))
@@ -171,17 +205,27 @@ def _get(env: Env, request: str) -> dict[str, Any]:
 @click.argument("request", metavar="ID")
 @click.pass_obj
 def publish_show(env: Env, request: str) -> None:
-    """One queued post as JSON: the request, its steps (every revision) and its errors.
+    """One post as JSON: a request with its steps (every revision) and errors, or by its slug every variant's.
+
+    For a post's slug: the post (status, time, review, comments), its variants and each one's steps.
 
     Example: skyhub publish show ig:17841400000000000:launch
     """
+    if ":" not in request:
+        post = get_post(env.store, request)
+        post["steps"] = {v["_id"]: _steps(env, v["_id"]) for v in post["variants"]}
+        click.echo(json.dumps(post, ensure_ascii=False))
+        return
     doc = _get(env, request)
-    steps = [
+    click.echo(json.dumps({"request": doc, "nextStep": next_step(doc), "steps": _steps(env, request)}, ensure_ascii=False))
+
+
+def _steps(env: Env, request: str) -> list[dict[str, Any]]:
+    return [
         {"seq": c.seq, "at": c.at, "actor": c.actor, "status": c.doc.get("status"),
-         **{k: c.doc[k] for k in ("intent", "lastError", "held", "notBefore") if c.doc.get(k) is not None}}
+         **{k: c.doc[k] for k in ("intent", "lastError", "held", "notBefore", "review") if c.doc.get(k) is not None}}
         for c in env.store.history(DB, request)
     ]
-    click.echo(json.dumps({"request": doc, "nextStep": next_step(doc), "steps": steps}, ensure_ascii=False))
 
 
 def _moved(env: Env, request: str, status: str, out: dict[str, Any]) -> None:
@@ -203,11 +247,20 @@ def publish_retry(env: Env, request: str) -> None:
 @click.argument("request", metavar="ID")
 @click.pass_obj
 def publish_cancel(env: Env, request: str) -> None:
-    """Cancel a post that has not started publishing (still pending).
+    """Cancel a post that has not been published (a draft, in review, approved or pending): a post's slug cancels each of its networks.
 
     Example: skyhub publish cancel ig:17841400000000000:launch
     """
-    _moved(env, request, "cancelled", cancel(env.ledger(), request))
+    if ":" in request:
+        _moved(env, request, "cancelled", cancel(env.ledger(), request))
+        return
+    if env.remote:
+        from .remote import post_act
+
+        click.echo(json.dumps(post_act(cast(Any, env.store), request, "cancel")))
+        return
+    ledger = env.ledger()
+    click.echo(json.dumps(cancel_post(ledger, request, now_ms=ledger.now())))
 
 
 @publish_group.command("resolve")

@@ -387,7 +387,7 @@ class Containers:
             step.settle(step.doc["status"], intent=intent, mediaId=media_id, lastError=f"published; {reason}")
             return "published"
         step.settle("done", mediaId=media_id, permalink=permalink, publishedAt=step.now(), intent=None, lastError=None,
-                    notBefore=None, checks=None)
+                    notBefore=None, checks=None, **step.published())
         log.info("publish: %s is live at %s", step.doc["_id"], permalink, extra={"id": step.doc["_id"]})
         return "done"
 

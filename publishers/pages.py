@@ -25,7 +25,12 @@ from .validate import PLATFORMS, warnings
 from .webform import PublishForm, field_for
 
 PAGE_SIZE = 50
-MOVES = {"pending": "retry", "cancelled": "cancel"}  # the person edges of the machine, by where they lead
+MOVES = {("error", "pending"): "retry", (None, "cancelled"): "cancel"}  # the person edges of the machine these pages offer
+
+
+def _verb(status: Any, dst: str) -> str | None:
+    """The page's verb for a person edge from ``status`` to ``dst`` (a draft queued is not a retry)."""
+    return MOVES.get((status, dst)) or MOVES.get((None, dst))
 
 
 def _q(text: str) -> str:
@@ -54,7 +59,7 @@ def doc_actions(db: str, doc: dict[str, Any], actor: str, machine: Machine) -> l
     out = []
     for edge in machine.edges:
         if status in edge.src and edge.dst != status and edge.allows(actor):
-            verb = MOVES.get(edge.dst)
+            verb = _verb(status, edge.dst)
             if verb:
                 out.append((edge.dst, verb.capitalize(), f"/console/publish/{verb}"))
             elif status == "needs-person" and edge.dst == "done":
@@ -88,7 +93,7 @@ def publish_pages(pages: Pages) -> list[Route]:
             if machine is not None:
                 for edge in machine.edges:
                     if d.get("status") in edge.src and edge.dst != d.get("status") and edge.allows(session.actor):
-                        verb = MOVES.get(edge.dst)
+                        verb = _verb(d.get("status"), edge.dst)
                         if verb:
                             actions.append((verb, verb.capitalize()))
             rows.append({**d, "nextStep": next_step(d), "actions": actions, "thumb": _first_image(d), "warnings": warnings(d)})

@@ -1,5 +1,6 @@
-"""What publishing adds to a hub: the publish-request machine, the ``publish`` tick, the
-account documents in ``publish`` (rate-limit blocks), and the ``skyhub publish`` commands."""
+"""What publishing adds to a hub: the publish-request machine (review, the platform walk, the first
+comment), the ``publish`` tick, the account documents in ``publish`` (rate-limit blocks), the
+``skyhub publish`` commands and the ``/v1/publish``, ``/v1/posts`` and ``/v1/media`` routes."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ PUBLISHERS = Product(
     indexes=[(DB, "kind"), (DB, "slug"), (DB, "mediaId")],
     settings="publishers.settings:PublishSettings",
     ticks=_ticks,
-    tick_help={"publish": "walks each queued post one step (containers, carousel, publish; a Bluesky record) to done with its permalink, never twice"},
+    tick_help={"publish": "walks each queued post one step (containers, carousel, publish; a Bluesky record) to done with its "
+                          "permalink, then its first comment, never twice; queues approved posts when their time comes"},
     cli={"publish": "publishers.cli:publish_group"},
     api="publishers.api:publish_router",
     uploads={"/v1/media": MAX_BYTES},  # an image's bytes as the body (a phone's photo, before it is scaled for Bluesky)

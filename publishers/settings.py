@@ -16,6 +16,8 @@ class PublishSettings(Section):
     """hosts images may come from (empty: any host with a public address; see [fetch])"""
     devices: list[str] = []
     """device actors allowed to queue posts, as `["device:scheduler"]` (none by default: only people queue posts, so a leaked CI key cannot post)"""
+    require_review: bool = False
+    """every post of an editor (and of a device) waits for an approver: it is created in review or as a draft, never queued directly; approvers and admins queue directly (roles: `skyhub user add NAME --role`)"""
     status_checks: int = 5
     """checks of a container that is still IN_PROGRESS, a minute apart, before it is recreated"""
     check_every: Interval = 60.0

@@ -3,7 +3,9 @@ what a platform error means for it.
 
 **Intent, then call, then read.** Before a call that creates something remote, a step writes
 ``intent: {"step", "at", ...}`` with ``if_rev`` (an X -> X edge): a ``Conflict`` means another
-process has the request, and this one leaves it. The call's result is written with ``if_rev``
+process has the request, and this one leaves it. The first intent also writes ``startedAt``
+(ISO 8601 UTC), kept until a retry: from then on the post's content is fixed (the machine's
+``content`` invariant), so no person can change what a call may already have sent. The call's result is written with ``if_rev``
 of the intent's write, clearing the intent. An intent found on a later run is resolved by
 reading the platform (each platform's module says how), never by calling again blind.
 
@@ -34,6 +36,7 @@ from vault import held_for
 
 from .accounts import Account
 from .errors import ContentProblem
+from .listing import iso
 from .machine import DB, PUBLISH
 
 log = logging.getLogger(__name__)
@@ -88,6 +91,8 @@ class Step:
         stamped ``updatedAt``; a field that is None is left out."""
         body = {k: v for k, v in self.doc.items() if not k.startswith("_") and k != "held"}
         body.update(fields)
+        if isinstance(fields.get("intent"), dict) and not body.get("startedAt"):
+            body["startedAt"] = iso(self.now())  # the first intent: from here on the content is fixed
         if status is not None:
             body["status"] = status
         body["updatedAt"] = self.now()
@@ -116,6 +121,11 @@ class Step:
             if self.doc.get("status") == status:
                 return True
         return False
+
+    def published(self) -> dict[str, Any]:
+        """What a write to ``done`` carries besides the result: ``commentDue`` when the post has a first comment
+        (the next step; the machine checks it)."""
+        return {"commentDue": True} if self.doc.get("firstComment") else {}
 
     def mark(self, step: str, **extra: Any) -> bool:
         """Write the intent to call (see the module docstring); False: another process has it."""

@@ -2,9 +2,12 @@
 
 Per run, in this order:
 
-1. **The queue**, read once through the ``status`` index (``pending``, ``items-created``,
-   ``carousel-created``, and ``needs-person``: looked at again once its rivals are resolved), page by page, keeping ``kind: "publish-request"`` documents that are
-   due (``notBefore``, and ``at`` for raw writes, in the past).
+1. **The queue**, read once through the ``status`` index (``approved``, ``pending``,
+   ``items-created``, ``carousel-created``, and ``needs-person``: looked at again once its rivals
+   are resolved) and the ``commentDue`` index (``done`` posts whose first comment is next), page
+   by page, keeping ``kind: "publish-request"`` documents that are due (``notBefore``, and
+   ``at`` for raw writes, in the past). An approved post that is due is moved to ``pending``
+   first (and stepped in the same run).
 2. **Checked again**: a request that has not started is held to the rules once more, with the
    hub's settings now (``validate.problems``); one that breaks them ends ``error`` with the
    reason, before anything is fetched or sent.
@@ -13,7 +16,8 @@ Per run, in this order:
 4. **Per account**: its document in ``publish`` (read once; a block makes all its requests
    wait), its credential (checked and revealed once: missing or flagged holds every request of
    the account, visibly and not as an attempt), then one step per request, in queue order
-   (``publishers.containers`` for Instagram and Threads, ``publishers.bluesky`` for Bluesky).
+   (``publishers.containers`` for Instagram and Threads, ``publishers.bluesky`` for Bluesky,
+   ``publishers.comments`` for a first comment).
    The account document is written once at the end, only if something changed.
 
 Everything the tick knows lives in the documents; times come from ``ctx.now()``.
@@ -57,6 +61,11 @@ def publish(event: TickEvent, ctx: Context) -> dict[str, int]:
     admission = _admission(run)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for doc in due(run):
+        if doc["status"] == "approved":
+            promoted = promote(run, doc)
+            if promoted is None:
+                continue
+            doc = promoted
         if doc["status"] == "pending" and not doc.get("intent"):
             if refused(run, doc, admission) or duplicate_of(run, doc):
                 continue
@@ -67,11 +76,27 @@ def publish(event: TickEvent, ctx: Context) -> dict[str, int]:
 
 
 def queued(run: Run) -> Iterator[dict[str, Any]]:
-    """Every queued request, through the status index, a page at a time."""
-    for status in (*STEPS, "needs-person"):
+    """Every queued request, through the status index, and every done one whose first comment is due
+    (``commentDue``), a page at a time."""
+    for status in ("approved", *STEPS, "needs-person"):
         for doc in run.ctx.db.query_all(DB, "status", status, page_size=PAGE):
             if doc.get("kind") == KIND:
                 yield doc
+    for doc in run.ctx.db.query_all(DB, "commentDue", True, page_size=PAGE):
+        if doc.get("kind") == KIND and doc.get("status") == "done":
+            yield doc
+
+
+def promote(run: Run, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """Queue an approved post whose time has come (``approved`` -> ``pending``); None when another process moved it."""
+    body = {k: v for k, v in doc.items() if not k.startswith("_")}
+    body.update(status="pending", updatedAt=run.now())
+    try:
+        moved = run.ctx.db.put(DB, body, doc["_id"], if_rev=doc["_rev"])
+    except (Conflict, Forbidden):
+        return None
+    run.counts["queued"] += 1
+    return moved
 
 
 def due(run: Run) -> list[dict[str, Any]]:
@@ -174,7 +199,7 @@ def advance_account(run: Run, platform: str, account: str, docs: list[dict[str, 
                 run.counts["blocked"] += 1
                 continue
             try:
-                outcome = stepper.advance(doc)
+                outcome = _comment(run, stepper, doc) if doc["status"] == "done" else stepper.advance(doc)
             except (LedgerError, ValueError, TypeError, KeyError) as exc:
                 # a write the store refused, or a raw document with a field of the wrong type: that
                 # request stays as it is (visible in the log), and every other request goes on
@@ -186,6 +211,12 @@ def advance_account(run: Run, platform: str, account: str, docs: list[dict[str, 
                 release(run, doc)
     finally:
         acct.save(run.ctx.db)
+
+
+def _comment(run: Run, stepper: Any, doc: dict[str, Any]) -> str:
+    from .comments import FirstComment  # loads with the first due comment
+
+    return FirstComment(run, stepper.account, stepper.credential, stepper.client).advance(doc)
 
 
 def _stepper(run: Run, platform: str, acct: Account, cred: Credential) -> Any:

@@ -45,7 +45,8 @@ _MENTION = re.compile(r"(?:^|\s)@[\w.]", re.UNICODE)
 # (intent, containers, carouselId, mediaId, rkey, held, ...) is the tick's to write: a client
 # that could set them could make the tick record another post's media, or skip a step.
 NEW_FIELDS = frozenset({"kind", "status", "platform", "account", "slug", "caption", "text", "images", "at", "notBefore",
-                        "replyTo", "attempts", "createdAt", "updatedAt"})
+                        "replyTo", "attempts", "createdAt", "updatedAt", "post", "firstComment", "day", "review"})
+COMMENT_LIMITS = {"ig": 2200, "threads": THREADS_TEXT, "bsky": BSKY_GRAPHEMES}  # a first comment: a comment, a reply, a reply
 IMAGE_FIELDS = frozenset({"url", "upload", "alt"})
 UPLOAD_FIELDS = frozenset({"sha256", "size", "type", "chunks", "name"})
 UPLOAD_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -206,6 +207,10 @@ def problems(request: dict[str, Any], *, now_ms: int | None = None, admission: A
             out.append("replyTo is for Bluesky posts")
         elif not (isinstance(reply, str) and REPLY_TO.match(reply)):
             out.append(f"replyTo must be the at:// URI of a Bluesky post (at://did:.../app.bsky.feed.post/...), got {str(reply)[:80]!r}")
+    out += _first_comment_problems(request, str(platform))
+    post = request.get("post")
+    if post is not None and post != request.get("slug"):
+        out.append(f"post names the post this one is a variant of: it must be the slug ({str(request.get('slug'))[:60]!r})")
     at = request.get("at")
     if at is not None:
         when = parse_at(at)
@@ -213,6 +218,8 @@ def problems(request: dict[str, Any], *, now_ms: int | None = None, admission: A
             out.append(f"at must be a time with its time zone, like 2026-12-01T09:00:00+01:00, got {str(at)[:60]!r}")
         elif now_ms is not None and when <= now_ms:
             out.append(f"at ({at}) is in the past: give a future time, or leave it out to publish now")
+    if "day" in request and request["day"] != day_of(request):
+        out.append("day is the UTC date (YYYY-MM-DD) of the post's time: of at, else of createdAt")
     return out
 
 
@@ -232,6 +239,36 @@ def warnings(request: dict[str, Any]) -> list[str]:
     which = f"image {bare[0]} has" if one else f"images {', '.join(map(str, bare[:-1]))} and {bare[-1]} have"
     return [f"{which} no alt text: {PLATFORMS[str(platform)]} publishes {'it' if one else 'them'} without, but people who "
             f"use a screen reader will not know what {'it shows' if one else 'they show'}; add alt text"]
+
+
+def _first_comment_problems(request: dict[str, Any], platform: str) -> list[str]:
+    """A first comment: text, within what the network takes for a comment (Instagram) or a reply (Threads, Bluesky)."""
+    comment = request.get("firstComment")
+    if comment is None:
+        return []
+    name = PLATFORMS[platform]
+    if not isinstance(comment, str) or not comment.strip():
+        return ["the first comment must be text (leave it out for none)"]
+    limit = COMMENT_LIMITS[platform]
+    size = graphemes(comment) if platform == "bsky" else len(comment)
+    if size > limit:
+        return [f"a first comment on {name} is at most {limit:,} characters, got {size:,}"]
+    if platform == "bsky" and len(comment.encode()) > BSKY_BYTES:
+        return [f"a first comment on Bluesky is at most {BSKY_BYTES:,} bytes, got {len(comment.encode()):,}"]
+    return []
+
+
+def day_of(request: dict[str, Any]) -> str | None:
+    """The UTC date (``YYYY-MM-DD``) a post is planned for: of its ``at``, else of its ``createdAt``; what the
+    calendar and time-sorted listings query by (the ``day`` index)."""
+    when = parse_at(request.get("at")) if request.get("at") is not None else None
+    if when is None:
+        when = parse_at(request.get("createdAt"))
+    if when is None:
+        return None
+    from datetime import UTC
+
+    return datetime.fromtimestamp(when / 1000, tz=UTC).strftime("%Y-%m-%d")
 
 
 def new_problems(request: dict[str, Any], admission: Admission) -> list[str]:

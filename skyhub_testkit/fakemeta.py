@@ -66,6 +66,7 @@ class Container:
     statuses: list[str] = field(default_factory=list)  # the next reads' answers; the last one stays
     status: str = "FINISHED"
     media: str | None = None
+    reply_to: str | None = None  # Threads: the media this container replies to
 
 
 @dataclass
@@ -76,6 +77,16 @@ class Media:
     caption: str
     at: int
     permalink: str
+    reply_to: str | None = None  # Threads: a reply to this media
+
+
+@dataclass
+class Comment:
+    id: str
+    media: str
+    author: str
+    text: str
+    at: int
 
 
 class FakeMeta:
@@ -84,8 +95,12 @@ class FakeMeta:
     ``statuses``: the status answers a new container gives, read by read (``["IN_PROGRESS"] * 3 +
     ["FINISHED"]``); ``fail``: endpoint -> answers to serve first, in order: an error fixture, the
     string ``"timeout"`` (no answer; nothing happened), or for ``publish`` ``"live-timeout"`` and
-    ``("live", fixture)`` (the post went live, and the answer is lost or an error). Endpoints:
-    ``create``, ``carousel``, ``status``, ``limit``, ``publish``, ``permalink``, ``recent``.
+    ``("live", fixture)`` (the post went live, and the answer is lost or an error; the same for
+    ``comment`` and ``reply-publish``). Endpoints: ``create``, ``carousel``, ``status``, ``limit``,
+    ``publish``, ``permalink``, ``recent``; first comments: ``comment`` and ``comments``
+    (Instagram: ``POST`` and ``GET /{media-id}/comments``), ``reply`` (a Threads container with
+    ``reply_to_id``), ``reply-publish`` (its ``threads_publish``) and ``replies``
+    (``GET /{user-id}/replies``).
     """
 
     def __init__(self, now_ms: Callable[[], int], *, tokens: set[str] | None = None, quota_total: int = 100,
@@ -98,6 +113,7 @@ class FakeMeta:
         self.fail: dict[str, list[Any]] = {}
         self.containers: dict[str, Container] = {}
         self.media: list[Media] = []
+        self.comments: list[Comment] = []
         self.calls: Counter[str] = Counter()
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.hosts: Counter[str] = Counter()
@@ -106,6 +122,7 @@ class FakeMeta:
         self.published_before: list[int] = []  # publish times outside this fake (posts made elsewhere)
         self.on_publish: Callable[[], None] | None = None  # called after a publish went live, before answering
         self.before: dict[str, Callable[[], None]] = {}  # endpoint -> called before answering
+        self.after: dict[str, Callable[[], None]] = {}  # endpoint -> called once it was served, before answering
         self._n = 0
         self._lock = threading.RLock()
 
@@ -115,7 +132,12 @@ class FakeMeta:
         return f"{prefix}{17_900_000_000_000_000 + self._n}"
 
     def live(self, user: str | None = None) -> list[Media]:
-        return [m for m in self.media if user is None or m.user == user]
+        """Published posts (replies are not posts)."""
+        return [m for m in self.media if (user is None or m.user == user) and m.reply_to is None]
+
+    def replies(self, to: str | None = None) -> list[Media]:
+        """Published Threads replies (to one media, or all of them)."""
+        return [m for m in self.media if m.reply_to is not None and (to is None or m.reply_to == to)]
 
     def used(self, user: str) -> int:
         now = self.now_ms()
@@ -156,6 +178,9 @@ class FakeMeta:
             if injected == "timeout" or (isinstance(injected, tuple) and isinstance(injected[0], int)):
                 return injected
             result = self._serve(endpoint, parts, args)
+        done = self.after.get(endpoint)
+        if done is not None:  # the call's effect is made (a comment posted): a hook here is a crash before the answer
+            done()
         if injected == "live-timeout":
             self._published_hook()
             return "timeout"
@@ -171,10 +196,17 @@ class FakeMeta:
             self.on_publish()
 
     def _endpoint(self, method: str, parts: list[str], args: dict[str, str]) -> str:
+        if len(parts) == 2 and parts[1] == "comments":
+            return "comment" if method == "POST" else "comments"
+        if len(parts) == 2 and parts[1] == "replies":
+            return "replies"
         if method == "POST" and len(parts) == 2 and parts[1] in ("media", "threads"):
+            if args.get("reply_to_id"):
+                return "reply"
             return "carousel" if args.get("media_type") == "CAROUSEL" else "create"
         if method == "POST" and len(parts) == 2 and parts[1] in ("media_publish", "threads_publish"):
-            return "publish"
+            container = self.containers.get(args.get("creation_id", ""))
+            return "reply-publish" if container is not None and container.reply_to else "publish"
         if len(parts) == 2 and parts[1] in ("content_publishing_limit", "threads_publishing_limit"):
             return "limit"
         if len(parts) == 2 and parts[1] in ("media", "threads"):
@@ -188,7 +220,22 @@ class FakeMeta:
 
     def _serve(self, endpoint: str, parts: list[str], args: dict[str, str]) -> tuple[int, dict[str, Any]]:
         now = self.now_ms()
-        if endpoint in ("create", "carousel"):
+        if endpoint == "comment":
+            found = [m for m in self.media if m.id == parts[0]]
+            if not found:
+                return error(100, "Object does not exist", subcode=33)
+            comment = Comment(self._id("cm"), found[0].id, found[0].user, args.get("message", ""), now)
+            self.comments.append(comment)
+            return 200, {"id": comment.id}
+        if endpoint == "comments":
+            items = [c for c in self.comments if c.media == parts[0]]
+            return 200, {"data": [{"id": c.id, "text": c.text, "from": {"id": c.author, "username": "shop"},
+                                   "timestamp": _meta(c.at)} for c in items]}
+        if endpoint == "replies":
+            items = sorted((m for m in self.media if m.user == parts[0] and m.reply_to), key=lambda m: m.at, reverse=True)
+            return 200, {"data": [{"id": m.id, "permalink": m.permalink, "text": m.caption, "timestamp": _meta(m.at)}
+                                  for m in items[:25]]}
+        if endpoint in ("create", "carousel", "reply"):
             user = parts[0]
             ident = self._id("c")
             children = [c for c in args.get("children", "").split(",") if c]
@@ -198,7 +245,11 @@ class FakeMeta:
             self.containers[ident] = Container(
                 ident, user, now, args.get("caption") if not self.threads else args.get("text"), args.get("image_url"),
                 args.get("alt_text"), args.get("is_carousel_item") == "true", children,
-                args.get("media_type", "IMAGE"), statuses=list(self.statuses))
+                args.get("media_type", "IMAGE"), statuses=list(self.statuses), reply_to=args.get("reply_to_id"))
+            if c_to := args.get("reply_to_id"):
+                if not any(m.id == c_to for m in self.media):
+                    del self.containers[ident]
+                    return error(100, "Invalid parameter: reply_to_id does not exist", subcode=33)
             return 200, {"id": ident}
         if endpoint == "status":
             c = self.containers.get(parts[0])
@@ -213,7 +264,7 @@ class FakeMeta:
         if endpoint == "limit":
             return 200, {"data": [{"quota_usage": self.used(parts[0]),
                                    "config": {"quota_total": self.quota_total, "quota_duration": 86400}}]}
-        if endpoint == "publish":
+        if endpoint in ("publish", "reply-publish"):
             c = self.containers.get(args.get("creation_id", ""))
             if c is None:
                 return error(100, "Invalid parameter", subcode=2207006)
@@ -224,7 +275,8 @@ class FakeMeta:
             if self.used(c.user) >= self.quota_total:
                 return QUOTA_9_2207042
             media = Media(self._id("m"), c.user, c.id, c.caption or "", now,
-                          f"https://www.{'threads.net/@shop/post' if self.threads else 'instagram.com/p'}/P{self._n}/")
+                          f"https://www.{'threads.net/@shop/post' if self.threads else 'instagram.com/p'}/P{self._n}/",
+                          reply_to=c.reply_to)
             self.media.append(media)
             c.media = media.id
             return 200, {"id": media.id}
@@ -234,10 +286,9 @@ class FakeMeta:
                 return error(100, "Object does not exist", subcode=33)
             return 200, {"permalink": found[0].permalink, "id": found[0].id}
         if endpoint == "recent":
-            items = sorted((m for m in self.media if m.user == parts[0]), key=lambda m: m.at, reverse=True)
+            items = sorted((m for m in self.media if m.user == parts[0] and not m.reply_to), key=lambda m: m.at, reverse=True)
             text = "text" if self.threads else "caption"
-            return 200, {"data": [{"id": m.id, "permalink": m.permalink, text: m.caption,
-                                   "timestamp": datetime.fromtimestamp(m.at // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S+0000")}
+            return 200, {"data": [{"id": m.id, "permalink": m.permalink, text: m.caption, "timestamp": _meta(m.at)}
                                   for m in items[:25]], "paging": {"cursors": {"before": "b", "after": "a"}}}
         return error(100, "Unknown path", subcode=33)
 
@@ -245,6 +296,11 @@ class FakeMeta:
     def serve(self) -> Server:
         """This fake on 127.0.0.1, in a thread; ``.url``, ``.stop()``."""
         return Server(self)
+
+
+def _meta(ms: int) -> str:
+    """Epoch ms as Meta writes times: whole seconds, ``+0000``."""
+    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S+0000")
 
 
 class Server:

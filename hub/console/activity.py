@@ -2,12 +2,13 @@
 platform (for ``/metrics``): read incrementally from the change log, never by scanning documents.
 
 - **Finished per minute**: a committed write that puts a document of a machine into one of its
-  terminal states (``done``, ``replied``, ...) or a failure only a person moves on from
+  end states (``Machine.ends``: ``done``, ``replied``, ...; not a follow-up such as ``commented``,
+  which only ever comes after ``done``) or a failure only a person moves on from
   (``error``, see ``overview.is_failure``) counts for that machine in the minute
   of its commit. On start the reader finds the first change of the last hour by a binary
   search on ``seq`` (the log is in commit order, so ``at`` grows with it) and reads from
   there, at most ``BACKFILL`` changes back; then it reads only what is new, a page at a time.
-- **Queue depth**: the documents in a machine's working states (neither terminal nor failed), sampled from the store's
+- **Queue depth**: the documents in a machine's working states (neither ends nor failed), sampled from the store's
   counters (``store.counts()``) once a minute while the hub runs (so the chart starts when
   the hub did, at most an hour back).
 - **Outcomes**: every such terminal write by machine, platform (the document's ``platform``
@@ -96,7 +97,7 @@ class Activity:
     def _count(self, db: str, doc: dict[str, Any], at: int) -> None:
         m = self.rules.machine_for(db, doc)
         status = doc.get("status")
-        if m is None or not isinstance(status, str) or not (status in m.terminal or is_failure(m, status)):
+        if m is None or not isinstance(status, str) or not (status in m.ends - m.follow_ups or is_failure(m, status)):
             return
         minute = at // MINUTE
         buckets = self.finished.setdefault(m.name, {})
@@ -112,7 +113,7 @@ class Activity:
         depth = {m.name: 0 for m in self.rules.machines}
         for c in counts:
             m = next((m for m in self.rules.machines if m.db == c.db and m.kind == c.kind), None)
-            if m is not None and c.status not in m.terminal and not is_failure(m, c.status):
+            if m is not None and c.status not in m.ends and not is_failure(m, c.status):
                 depth[m.name] += c.n
         self.depth.append((minute, depth))
 

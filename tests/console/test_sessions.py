@@ -116,7 +116,7 @@ def test_retry_and_cancel_where_the_machine_allows(hub, console):
     assert console.post("/console/publish/cancel", {"id": "threads:29:w"}, form_page="/console/publish").status_code == 303
     assert hub.admin.get("requests", "threads:29:w")["status"] == "cancelled"
     again = console.post("/console/publish/cancel", {"id": "threads:29:w"}, form_page="/console/publish")
-    assert again.status_code == 422 and "only a post that is pending can be moved to cancelled" in again.text
+    assert again.status_code == 422 and "only a post that is draft, in-review, approved or pending can be moved to cancelled" in again.text
     assert hub.admin.history("requests", "threads:29:f")[-1].actor == "user:ana"
 
 

@@ -1,7 +1,8 @@
 """Publishing end to end on a real local Bluesky network (@atproto/dev-env): a post queued with
 ``skyhub publish bsky`` (two images served from 127.0.0.1, alt text, a mention, a link and a
 tag) is published by ``skyhub run``'s publish tick, and read back through the AppView; two ~6 MB
-phone photos with GPS are published under the blob limit without EXIF, read back as blobs."""
+phone photos with GPS are published under the blob limit without EXIF, read back as blobs; and one
+post for three networks, reviewed, published everywhere with its first comment once."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import time
 
 import httpx
 
+from hub.remote import RemoteStore, TokenAuth
 from skyhub_testkit.hub import ROOT, Hub
 from tests.publishers.test_bluesky import png
 from vault import new_key_text
@@ -174,3 +176,89 @@ def test_a_6_mb_gps_photo_is_published_under_the_blob_limit_without_exif(bsky_ne
     finally:
         hub.stop()
         files.stop()
+
+
+def test_one_post_for_three_networks_reviewed_then_published_with_its_first_comment_once(bsky_network, tmp_path):
+    """An editor writes a post for Instagram, Threads and Bluesky (its own caption and image there) with a
+    first comment; the hub requires review, so it waits until an approver approves it with the CLI; the
+    tick publishes each network once and then posts the first comment once: a reply in the Bluesky thread
+    on the real network (read back through the AppView), a comment and a reply on the fake Meta."""
+    from hub.auth import add_user
+    from ledger import Ledger
+    from skyhub_testkit.fakemeta import FakeMeta
+    from vault import Vault, parse_key
+
+    net = bsky_network
+    shop = net.create_account(net.unique_handle("shop"), "shop-password-2")
+    ig_id, th_id = "17841400000000077", "2900000000000077"
+    instagram, threads = FakeMeta(lambda: int(time.time() * 1000)), FakeMeta(lambda: int(time.time() * 1000), threads=True)
+    ig_server, th_server = instagram.serve(), threads.serve()
+    key = new_key_text()
+    hub = Hub(f"sqlite:///{tmp_path}/hub.db", tmp_path, jobs=False, env={
+        "SKYHUB_VAULT_KEY": key, "SKYHUB_PLATFORMS__BLUESKY_PDS": net.pds, "SKYHUB_PLATFORMS__INSTAGRAM_URL": ig_server.url,
+        "SKYHUB_PLATFORMS__THREADS_URL": th_server.url, "SKYHUB_VAULT__EVERY": "1s", "SKYHUB_PUBLISH__EVERY": "1s",
+        "SKYHUB_PUBLISH__REQUIRE_REVIEW": "true", "SKYHUB_LOG_LEVEL": "INFO",
+    })
+    comment = "Made by hand in Lyon: https://shop.example.org/box"
+    try:
+        ops = hub.client("user:ops")
+        assert RemoteVault(ops).put("bluesky", shop.handle, shop.password, verify=True)["status"] == "ok"
+        vault = Vault(Ledger(hub.admin, "user:ops", hub.clock), parse_key(key, "test"))
+        for platform, account in (("instagram", ig_id), ("threads", th_id)):
+            vault.put(platform, account, {"accessToken": "good-token"})
+            head = hub.admin.get("vault", f"{platform}:{account}")
+            hub.admin.put("vault", {**head, "status": "ok"}, actor="admin")
+        editor = RemoteStore(hub.url, TokenAuth(add_user(hub.admin, "ed", "editor", clock=hub.clock)))
+        from publishers import media
+
+        upload = {"upload": media.store(Ledger(editor, "user:ed", hub.clock), png(60, 40), name="box.png", mime="image/png")}  # as the CLI does
+        made = editor.request("POST", "/v1/posts", json={
+            "slug": "box-launch", "caption": "The box is here", "firstComment": comment,
+            "images": [{"url": "https://cdn.example.org/box.jpg", "alt": "The box, closed"}],
+            "variants": [{"platform": "ig", "account": ig_id}, {"platform": "threads", "account": th_id, "images": []},
+                         {"platform": "bsky", "account": shop.handle, "caption": "The box is here, on Bluesky",
+                          "images": [{**upload, "alt": "The box, closed"}]}]})
+        assert made["status"] == "in-review", made  # an editor's post waits for an approver
+        time.sleep(3)  # a few publish ticks: nothing goes out before the approval
+        assert instagram.calls["create"] == 0 and all(v["status"] == "in-review" for v in hub.admin.query(
+            "requests", "post", "box-launch").docs)
+
+        cli_env = {**os.environ, "PYTHONPATH": str(ROOT), "SKYHUB_HUB_URL": hub.url,
+                   "SKYHUB_TOKEN": add_user(hub.admin, "ann", "approver", clock=hub.clock)}
+        approved = subprocess.run([sys.executable, "-m", "hub", "publish", "approve", "box-launch"], capture_output=True, text=True,
+                                  env=cli_env, cwd=tmp_path, timeout=120)
+        assert approved.returncode == 0 and json.loads(approved.stdout)["status"] == "approved", approved.stderr
+
+        ids = [f"ig:{ig_id}:box-launch", f"threads:{th_id}:box-launch", f"bsky:{shop.handle}:box-launch"]
+        docs = wait_for("every network published and commented", lambda: (
+            found := [hub.admin.get("requests", i) for i in ids]) and all(d["status"] == "commented" for d in found) and found,
+            timeout=180)
+        ig_doc, th_doc, bsky_doc = docs
+        net.process_all()
+        thread = net.query("app.bsky.feed.getPostThread", {"uri": bsky_doc["recordUri"], "depth": 2})["thread"]
+        assert thread["post"]["record"]["text"] == "The box is here, on Bluesky"
+        assert thread["post"]["embed"]["images"][0]["alt"] == "The box, closed"
+        (reply,) = thread["replies"]
+        assert reply["post"]["uri"] == bsky_doc["commentUri"] and reply["post"]["author"]["did"] == shop.did
+        assert reply["post"]["record"]["text"] == comment
+        assert [c.text for c in instagram.comments] == [comment] and instagram.comments[0].id == ig_doc["commentId"]
+        assert [m.caption for m in threads.replies(to=th_doc["mediaId"])] == [comment]
+
+        again = editor.request("POST", "/v1/posts", json={
+            "slug": "box-launch", "caption": "The box is here", "firstComment": comment,
+            "images": [{"url": "https://cdn.example.org/box.jpg", "alt": "The box, closed"}],
+            "variants": [{"platform": "ig", "account": ig_id}, {"platform": "threads", "account": th_id, "images": []},
+                         {"platform": "bsky", "account": shop.handle, "caption": "The box is here, on Bluesky",
+                          "images": [{**upload, "alt": "The box, closed"}]}]})
+        assert again["queued"] is False and again["updated"] is False
+        time.sleep(3)  # a few more publish ticks
+        net.process_all()
+        thread = net.query("app.bsky.feed.getPostThread", {"uri": bsky_doc["recordUri"], "depth": 2})["thread"]
+        assert len(thread["replies"]) == 1 and len(instagram.comments) == 1 and len(threads.replies()) == 1
+        assert instagram.calls["publish"] == 1 and threads.calls["publish"] == 1 and threads.calls["reply-publish"] == 1
+        editor.close()
+    finally:
+        hub.stop()
+        ig_server.stop()
+        th_server.stop()
+    assert shop.password not in "".join(hub.stderr)

@@ -160,3 +160,42 @@ def test_patterns_and_admin():
     assert user().matches("user:ana") and not user().matches("device:ana")
     assert ADMIN.matches("admin") and str(ADMIN) == "admin"
     assert str(fresh) == "fresh"
+
+
+def test_invariants_hold_on_every_edge_of_an_existing_document():
+    from ledger import Guard
+
+    frozen = Guard("body", lambda old, new, ctx: "the body is fixed once sent" if (old or {}).get("sent") and
+                   old.get("body") != new.get("body") else None)
+    m = Machine("mail", type="mail", start=["draft"], edges=[Edge("draft", "draft", by=user()), Edge("draft", "sent", by=user())],
+                invariants=[frozen])
+    m.check({"type": "mail", "status": "draft", "body": "a"}, {"type": "mail", "status": "draft", "body": "b"}, "user:ana", NOW)
+    with pytest.raises(Forbidden) as err:
+        m.check({"type": "mail", "status": "draft", "body": "a", "sent": True},
+                {"type": "mail", "status": "sent", "body": "b", "sent": True}, "user:ana", NOW)
+    assert err.value.reason == "the body is fixed once sent"
+    assert "Every write of an existing document also holds: `body`." in m.markdown()
+
+
+def test_settled_states_are_ends_and_a_state_reached_only_from_them_is_a_follow_up():
+    m = Machine("posts", type="post", start=["pending"],
+                edges=[Edge("pending", "done", by=tick("t")), Edge("pending", "error", by=tick("t")),
+                       Edge("done", "commented", by=tick("t"))], settled=["done"])
+    assert m.terminal == {"error", "commented"} and m.ends == {"done", "error", "commented"}
+    assert m.follow_ups == {"commented"}
+    with pytest.raises(InvalidMachine):
+        Machine("posts", type="post", start=["a"], edges=[Edge("a", "b", by=user())], settled=["nope"])
+
+
+def test_a_pattern_with_roles_asks_the_role_only_for_its_kind():
+    asked = []
+
+    def role():
+        asked.append(1)
+        return "editor"
+
+    approvers = user(roles=("approver",))
+    assert not approvers.matches("user:ed", role) and asked == [1]
+    assert not approvers.matches("device:ed", role) and asked == [1]
+    assert approvers.matches("user:ed")  # no role known: every person
+    assert str(approvers) == "user:* (approver)"

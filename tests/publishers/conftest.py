@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from hub.app import build_rules
-from ledger import FakeClock, Ledger, Services, TickEvent
+from ledger import FakeClock, Ledger, Services, TickEvent, open_store
 from ledger.context import make_context
 from platforms.fetcher import Fetcher
 from platforms.settings import PlatformSettings
@@ -35,9 +35,10 @@ PUBLIC_ADDRESS = "93.184.216.34"  # a public address: what the fetcher is told c
 class Env:
     """One test's world; see the module docstring."""
 
-    def __init__(self, tmp_path: Any) -> None:
+    def __init__(self, tmp_path: Any, url: str | None = None) -> None:
         self.clock = FakeClock(NOW)
-        self.store = memory_store(build_rules(), self.clock)
+        # a URL (PostgreSQL, a file) when a test needs one; in memory otherwise
+        self.store = open_store(url, build_rules(), self.clock) if url else memory_store(build_rules(), self.clock)
         self.key = parse_key(new_key_text(), "test")
         self.meta = FakeMeta(self.clock.now_ms)
         self.threads = FakeMeta(self.clock.now_ms, threads=True, quota_total=250)
@@ -71,11 +72,11 @@ class Env:
 
     # ---- queueing and ticking ----------------------------------------------------------------
     def queue(self, platform: str, slug: str, *, images: int | list[dict[str, str]] = 0, caption: str = "", account: str | None = None,
-              at: str | None = None, reply_to: str | None = None) -> str:
+              at: str | None = None, reply_to: str | None = None, first_comment: str | None = None) -> str:
         pairs = images if isinstance(images, list) else [{"url": JPG.format(i), "alt": f"photo {i}"} for i in range(images)]
         account = account or {"ig": IG, "threads": TH, "bsky": "skybot.test"}[platform]
         body = new_request(platform, account=account, slug=slug, caption=caption, images=pairs, at=at, reply_to=reply_to,
-                           now_ms=self.clock.now_ms())
+                           now_ms=self.clock.now_ms(), first_comment=first_comment)
         doc, _ = queue(self.maya, body, admission=Admission())
         return str(doc["_id"])
 

@@ -95,3 +95,36 @@ def test_a_tick_killed_between_media_publish_and_done_leaves_one_post(world):
     d = world.store.get("requests", world.doc_id)
     assert d["status"] == "done" and d["mediaId"] == world.meta.live()[0].id
     assert world.meta.calls["publish"] == 1 and world.meta.calls["recent"] == 1
+
+
+def test_a_tick_killed_between_the_first_comment_and_its_record_leaves_one_comment(world):
+    """The comment is posted, the process dies before it writes ``commented``: the next run finds the comment
+    among the media's comments and records it, without commenting again."""
+    maya = Ledger(world.store, "user:maya", SYSTEM)
+    doc_id = queue(maya, new_request("ig", account=IG, slug="said", caption="Said once", first_comment="Link in bio",
+                                     images=[{"url": "https://cdn.example.org/p/2.jpg", "alt": "two"}],
+                                     now_ms=SYSTEM.now_ms()), admission=Admission())[0]["_id"]
+    for _ in range(3):  # its container, and the first post's publish; then its own publish
+        assert world.finish(world.tick())["outcome"] == "ok"
+        if world.store.get("requests", doc_id)["status"] == "done":
+            break
+    assert world.store.get("requests", doc_id)["commentDue"] is True
+    commented, release = threading.Event(), threading.Event()
+
+    def hang():
+        commented.set()
+        release.wait(60)
+
+    world.meta.after["comment"] = hang
+    proc = world.tick()
+    assert commented.wait(90), "the tick never commented"
+    proc.kill()  # SIGKILL: nothing after the comment call runs
+    proc.communicate(timeout=30)
+    release.set()
+    del world.meta.after["comment"]
+    d = world.store.get("requests", doc_id)
+    assert d["status"] == "done" and d["intent"]["step"] == "comment" and len(world.meta.comments) == 1
+    assert world.finish(world.tick())["outcome"] == "ok"
+    d = world.store.get("requests", doc_id)
+    assert d["status"] == "commented" and d["commentId"] == world.meta.comments[0].id
+    assert world.meta.calls["comment"] == 1 and len(world.meta.comments) == 1

@@ -128,3 +128,52 @@ def test_the_cli_the_api_and_the_console_share_one_way_into_the_queue():
     for door in ("cli.py", "api.py", "pages.py"):
         text = (root / door).read_text()
         assert "submit(" in text and "new_request(" not in text and " queue(" not in text, door
+
+
+def test_the_post_doors_go_through_the_queue_and_the_posts_functions_too():
+    """The post commands, routes and the import build nothing and write nothing themselves: they call
+    ``queue.submit_post`` and ``publishers.posts`` (whose writes the machine judges)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "publishers"
+    for door in ("cli_posts.py", "api_posts.py", "importer.py"):
+        text = (root / door).read_text()
+        assert "submit_post(" in text or "import_rows(" in text, door
+        assert "new_request(" not in text and ".put(" not in text and " queue(" not in text, door
+
+
+def test_a_manager_s_day_on_the_command_line(cli, tmp_path):
+    """The guide's day, as a subprocess: one post for three networks as a draft, its review, an edit, a
+    reschedule, a duplicate, the week listed by time, and the single-network commands unchanged beside it."""
+    maya = cli
+    post = ["publish", "post", "--to", "ig", "--to", "threads:2900000000000001", "--to", "bsky:shop.test", "--slug", "box",
+            "--caption", "The box is here", "--caption-bsky", "The box is here, on Bluesky", "--image", JPG.format(1),
+            "--alt", "The box", "--first-comment", "Made in Lyon", "--at", "2099-12-03T09:00:00+01:00", "--draft"]
+    made = json.loads(maya(*post, check=0).stdout)
+    assert made["id"] == "box" and made["status"] == "draft" and [v["outcome"] for v in made["variants"]] == ["new"] * 3
+    again = maya(*post, check=0)
+    assert json.loads(again.stdout)["queued"] is False and "already queued with the same content" in again.stderr
+    assert json.loads(maya("publish", "submit", "box", check=0).stdout)["status"] == "in-review"
+    assert json.loads(maya("publish", "comment", "box", "Is 'here' right?", check=0).stdout)["status"] == "in-review"
+    edited = json.loads(maya("publish", "edit", "box", "--caption-threads", "On Threads too", check=0).stdout)
+    assert [v["outcome"] for v in edited["variants"]] == ["unchanged", "edited", "unchanged"]
+    assert maya("publish", "edit", "box", check=2).stderr.startswith("skyhub: usage: nothing to change")
+    assert json.loads(maya("publish", "approve", "box", check=0).stdout)["status"] == "approved"
+    maya("publish", "reschedule", "box", "--at", "2099-12-04T09:00:00+01:00", check=0)
+    refused = maya("publish", "reschedule", "box", "--at", "2000-01-01T09:00:00+01:00", check=2)
+    assert "is in the past" in refused.stderr
+    copy = json.loads(maya("publish", "duplicate", "box", check=0).stdout)
+    assert copy["id"] == "box-copy" and copy["status"] == "draft"
+    maya("publish", "ig", "--slug", "solo", *images(1), "--caption", "Just Instagram", "--at", "2099-12-01T09:00:00+01:00", check=0)
+    week = maya("publish", "ls", "--from", "2099-12-01", "--to", "2099-12-08", check=0).stdout.splitlines()
+    assert week[0].split()[:4] == ["time", "id", "status", "caption"]
+    assert [line.split()[1] for line in week[1:]][:4] == ["ig:17841400000000000:solo", "bsky:shop.test:box",
+                                                          "ig:17841400000000000:box", "threads:2900000000000001:box"]
+    posts = json.loads(maya("publish", "ls", "--posts", "--json", check=0).stdout)
+    assert [p["id"] for p in posts] == ["ig:17841400000000000:solo", "box", "box-copy"]
+    assert posts[1]["time"] == "2099-12-04T08:00:00.000Z" and [c["text"] for c in posts[1]["comments"]] == ["Is 'here' right?"]
+    shown = json.loads(maya("publish", "show", "box", check=0).stdout)
+    assert shown["review"]["verdict"] == "approved" and len(shown["steps"]["bsky:shop.test:box"]) == 5
+    assert json.loads(maya("publish", "cancel", "box", check=0).stdout)["status"] == "cancelled"
+    assert maya("publish", "approve", "nope", check=5).stderr.startswith("skyhub: not_found: no post 'nope'")
+    assert "--to 'tiktok' is not a network" in maya("publish", "post", "--to", "tiktok", "--caption", "x", check=2).stderr

@@ -49,7 +49,9 @@ def test_one_tick_over_many_requests_of_20_accounts_does_one_step_each(env):
     assert publish(TickEvent("publish", datetime.now(UTC)), ctx) == {"carousel-created": 400}
     assert all(env.statuses(i) == ["pending", "pending", "carousel-created"] for i in ids)
     calls = counting.calls
-    assert calls["query:requests"] == 2 + 1 + 1 + 1  # pending in two pages of 200, then one for each of the other three statuses
+    # pending in two pages of 200, then one for each of the other four statuses (approved, items-created,
+    # carousel-created, needs-person) and one for the first comments due
+    assert calls["query:requests"] == 2 + 1 + 1 + 1 + 1 + 1
     assert calls["get:publish"] == 20 and calls["put:publish"] == 20  # each account document: read once, written once
     assert calls["get:vault"] == 40  # each credential: checked and revealed once
     assert calls["put:requests"] == 800 and env.meta.calls["create"] == 400
