@@ -64,6 +64,15 @@ def _reader(state: State) -> tuple[Callable[[], dict[str, Any]], Callable[[], No
     return (lambda: overview(app)), app.stop
 
 
+def _stop_on_ctrl_c() -> None:
+    """Make Ctrl-C (SIGINT) stop ``--watch`` even when the process was started with SIGINT ignored
+    (a shell starts background jobs so, and Python then installs no KeyboardInterrupt handler)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @click.command("status")
 @json_option
 @click.option("--watch", is_flag=True, help="Refresh until Ctrl-C.")
@@ -77,6 +86,8 @@ def status(state: State, as_json: bool, watch: bool, every: str) -> None:
     from ledger import parse_interval
 
     seconds = parse_interval(every)
+    if watch:
+        _stop_on_ctrl_c()
     try:
         read, close = _reader(state)
     except KeyboardInterrupt:  # Ctrl-C before the first screen: stopped, as asked

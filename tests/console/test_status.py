@@ -41,7 +41,9 @@ def test_status_over_a_hub_and_watch_until_ctrl_c(tmp_path):
         denied = skyhub("status", env={"SKYHUB_HUB_URL": hub.url, "SKYHUB_TOKEN": "skh_000000000000_" + "x" * 30})
         assert denied.returncode == 4 and "unknown token" in denied.stderr
         proc = subprocess.Popen([sys.executable, "-m", "hub", "status", "--watch", "--every", "200ms"],
-                                env={**os.environ, "PYTHONPATH": str(ROOT), **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                env={**os.environ, "PYTHONPATH": str(ROOT), **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                # started with SIGINT ignored, as a shell starts a background job (CI runners do)
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
         # Ctrl-C once it has refreshed twice (a fixed sleep raced the interpreter's start on a busy machine)
         screens: queue.Queue[str] = queue.Queue()
         seen: list[str] = []
