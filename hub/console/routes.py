@@ -26,6 +26,7 @@ from .charts import bars_svg, legend, lines_svg
 from .diagram import machine_svg
 from .metrics import CONTENT_TYPE
 from .overview import overview
+from .search import search_page
 from .sessions import COOKIE, PRE_COOKIE, SESSION_MS, Session, csrf_token, new_presession
 from .web import SECURITY_HEADERS, Console, Refused, SignInNeeded, doc_url, static_file
 
@@ -351,6 +352,7 @@ def console_app(console: Console) -> Starlette:
         Route("/console/doc/{db}/{doc_id:path}", bind(doc_page), methods=["GET"]),
         Route("/console/move", bind(move), methods=["POST"]),
         Route("/console/activity", bind(activity_page), methods=["GET"]),
+        Route("/console/search", bind(page_route(search_page)), methods=["GET"]),
         Route("/console/events", bind(events), methods=["GET"]),
         Route("/console/static/{path:path}", bind(static), methods=["GET"]),
         Route("/metrics", bind(metrics), methods=["GET"]),

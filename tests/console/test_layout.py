@@ -158,6 +158,8 @@ VIEWS: dict[str, str | Callable[[Any], None]] = {
     "mentions": "/console/mentions?status=build-failed",
     "publishing": "/console/publish",
     "publishing-errors": _bad_form,
+    "search": "/console/search?q=make+page",  # every database: 55 mentions with long unbroken text
+    "search-jobs": "/console/search?db=jobs&q=nightly-rebuild",  # one database, a page of 50 ids of 250 characters
     "error": "/console/doc/jobs/" + "no-such-job-" * 20,
 }
 
