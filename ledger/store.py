@@ -115,7 +115,7 @@ class TickRun:
     owner: str
     started_at: int
     finished_at: int | None
-    outcome: str | None  # "ok" | "error" | None while running
+    outcome: str | None  # "ok" | "error" | "paused" (not run: ledger/pause.py) | None while running
     error: str | None = None
 
 
