@@ -457,6 +457,10 @@ def _search_index(cur: Any, dialect: Dialect) -> None:
     """Index what a search reads of the documents already there, and keep it in every write's transaction."""
     for statement in POSTGRES_SEARCH if dialect.name == "postgres" else SQLITE_SEARCH:
         cur.execute(statement, {})
+    if dialect.name == "postgres":
+        # the planner's statistics for the new expression: without them it read a search through an
+        # unrelated partial index and filtered every document (42 ms at 5,000 documents; 0.6 ms after)
+        cur.execute("ANALYZE docs", {})
 
 
 @dataclass(frozen=True)

@@ -97,8 +97,10 @@ def _encodable(text: str) -> bool:
 # The matches of both kinds (UNION: a document that matches both is one hit), then a page of
 # them in id order (byte order on both backends) and their number up to COUNT_CAP + 1.
 _TEXT = {
-    "sqlite": "SELECT k.id AS id FROM doc_search JOIN doc_search_keys k ON k.k = doc_search.rowid "
-              "WHERE doc_search MATCH :match AND k.db = :db",
+    # the full-text table first (its rowids), then their ids: the other way round, SQLite looked up the
+    # whole database's keys and asked the index once for each (157 ms at 5,000 documents)
+    "sqlite": "SELECT k.id AS id FROM doc_search_keys k WHERE k.k IN (SELECT rowid FROM doc_search WHERE doc_search MATCH :match) "
+              "AND +k.db = :db",  # "+": not by the db index, which would read every key of the database
     "postgres": "SELECT id FROM docs WHERE db = :db AND deleted = 0 "
                 "AND to_tsvector('simple', skyhub_search_text(body)) @@ to_tsquery('simple', :match)",
 }
@@ -121,9 +123,11 @@ def search_sql(dialect: Dialect, words: bool) -> SearchSQL:
     """The statements for a search with words (ids and text) or without (ids only)."""
     hits = _PREFIX[dialect.name] + (" UNION " + _TEXT[dialect.name] if words else "")
     order = _BYTES[dialect.name]
+    # the page's ids first, then their documents (CROSS JOIN: SQLite keeps that order); every hit is a
+    # live document already (the prefix reads only those, the text index holds only those)
     page = (
-        "WITH hits AS (" + hits + ") SELECT d.id, d.rev, {body} FROM hits h JOIN docs d ON d.db = :db AND d.id = h.id "
-        "WHERE d.deleted = 0 AND h.id" + order + " > :after ORDER BY h.id" + order + " LIMIT :n"
+        "WITH hits AS (" + hits + ") SELECT d.id, d.rev, {body} FROM (SELECT id FROM hits WHERE id" + order + " > :after "
+        "ORDER BY id" + order + " LIMIT :n) h CROSS JOIN docs d WHERE d.db = :db AND d.id = h.id ORDER BY h.id" + order
     )
     count = "WITH hits AS (" + hits + ") SELECT COUNT(*) FROM (SELECT 1 FROM hits LIMIT :cap) c"
     return SearchSQL(dialect.compile(page), dialect.compile(count))
