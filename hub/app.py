@@ -35,6 +35,7 @@ from ledger import (
 )
 from ledger.context import make_context
 from ledger.lease import Sweeper
+from ledger.pause import PAUSE
 from ledger.sql import redact_url
 from ledger.text import duration
 
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 
 def build_rules(known: Sequence[Product] | None = None) -> Rules:
     """Every machine, write policy and index the products declare, plus the engine's own."""
-    rules = Rules([deadletter_machine()])
+    rules = Rules([deadletter_machine(), PAUSE])
     for product in products() if known is None else known:
         product.declare(rules)
     protect(rules)
@@ -137,6 +138,11 @@ class App:
     offers: dict[str, Offered] = field(default_factory=dict)  # what each product offers, by name
     stopping: threading.Event = field(default_factory=threading.Event)
     _stopped: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def pausable(self) -> dict[str, str]:
+        """What the products let a person pause besides a tick: platform -> what waits meanwhile (``ledger/pause.py``)."""
+        return {scope: why for p in self.products for scope, why in p.pausable.items()}
 
     def start(self) -> None:
         """Start the feed, the sweep and the scheduler, each in threads of its own."""

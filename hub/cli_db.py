@@ -147,6 +147,34 @@ def db_query(state: State, dbname: str, field: str, key: str, limit: int, after:
         click.echo(f"more: --after {page.next}", err=True)
 
 
+@db.command("search")
+@db_option
+@click.argument("text")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--after", help="The cursor printed by the previous page.")
+@json_option
+@click.pass_obj
+def db_search(state: State, dbname: str, text: str, limit: int, after: str | None, as_json: bool) -> None:
+    """Find documents whose id starts with TEXT, or whose text, caption or lastError holds its words.
+
+    Words match the start of a word, whatever the case ("time" finds "Timeout"); every word must
+    match. Results come in id order, a page at a time, with the number of all matches.
+
+    Example: skyhub db search --db requests pomodoro
+    """
+    page = state.reader.search(dbname, text, limit, after)
+    if as_json:
+        click.echo(json.dumps(page.as_dict(), ensure_ascii=False))
+        return
+    columns = ["_id", "_rev"] + [c for c in ("type", "kind", "status", "text", "caption", "lastError") if any(c in d for d in page.docs)]
+    click.echo(table(columns, [[cell(d.get(c), 60) for c in columns]
+                               for d in page.docs]))
+    shown = f"{len(page.docs)} shown" if page.docs else "none"
+    click.echo(f"{page.total}{'+' if page.capped else ''} found, {shown}", err=True)
+    if page.next:
+        click.echo(f"more: --after {page.next}", err=True)
+
+
 @db.command("history")
 @db_option
 @click.argument("doc_id", metavar="ID")

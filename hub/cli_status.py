@@ -32,12 +32,19 @@ def render(data: dict[str, Any]) -> str:
     rows = [[d["db"], k["kind"] or "-", status, f"{n:,}"] for d in data.get("databases", []) for k in d["kinds"]
             for status, n in sorted(k["counts"].items())]
     out.append(table(["db", "kind", "status", "documents"], rows) if rows else "none")
+    stopped = data.get("paused", [])
+    out.append("")
+    out.append(f"PAUSED ({len(stopped)})")
+    out.append(table(["paused", "what waits", "since", "by", "why"], [
+        [p["target"], p["what"], iso(p["since"]) if p.get("since") else "", cell(p.get("by")), whole(p.get("reason") or "")]
+        for p in stopped
+    ]) if stopped else "nothing (skyhub pause TARGET stops a tick, a platform or an account)")
     ticks = data.get("ticks", [])
     if ticks:
         out.append("")
         out.append("TICKS")
         out.append(table(["tick", "every", "last run", "outcome"], [
-            [t["name"], t["every"], (iso(t["lastRun"]["scheduledAt"]) if t.get("lastRun") else "never") + (" LATE" if t["late"] else ""),
+            [t["name"] + (" (paused)" if t.get("paused") else ""), t["every"], (iso(t["lastRun"]["scheduledAt"]) if t.get("lastRun") else "never") + (" LATE" if t["late"] else ""),
              whole(((t.get("lastRun") or {}).get("outcome") or "") + (f": {t['lastRun']['error']}" if (t.get("lastRun") or {}).get("error") else ""))]
             for t in ticks
         ]))

@@ -20,7 +20,7 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from ledger import BackendError, Change, Clock, Conflict, Forbidden, Invalid, LedgerError, NotFound, Page, TooLarge
+from ledger import BackendError, Change, Clock, Conflict, Forbidden, Invalid, LedgerError, NotFound, Page, SearchPage, TooLarge
 from ledger.actor import parse_actor
 from ledger.document import check_db, check_id
 from ledger.errors import error_class
@@ -214,6 +214,14 @@ class RemoteStore:
             params["after"] = after
         out = self._request("GET", self._path(db, "query"), params=params)
         return Page(out["docs"], out["next"])
+
+    def search(self, db: str, text: str, limit: int = 50, after: str | None = None) -> SearchPage:
+        """One page of a search (``ledger/search.py``); ``after`` is the previous page's ``next``."""
+        params: dict[str, Any] = {"q": text, "limit": limit}
+        if after is not None:
+            params["after"] = after
+        out = self._request("GET", self._path(db, "search"), params=params)
+        return SearchPage(out["docs"], out["total"], out["next"], out["capped"])
 
     def history(self, db: str, id: str) -> list[Change]:
         """Every revision of a document, oldest first."""

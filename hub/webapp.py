@@ -17,6 +17,7 @@ from .api.documents import documents_router
 from .api.errors import ERRORS
 from .api.health import health_router
 from .api.machines import machines_router
+from .api.pauses import pauses_router
 from .api.web import Web
 from .api.whoami import whoami_router
 from .app import App
@@ -73,6 +74,7 @@ def create_api(app: App) -> FastAPI:
         documents_router(store, private, pool.run),
         changes_router(store, fanout, shown, pool.run),
         machines_router(app.rules, pool.run),
+        pauses_router(store, app.clock, lambda: [t.name for t in app.ticks], app.pausable, pool.run),
     ):
         api.include_router(router)
     web = Web(store, settings, app.clock, pool.run, app.context)

@@ -226,6 +226,7 @@ class Product:
     metrics: str | None = None  # "module:function": function(readings: Readings) -> [Metric], called on every scrape of /metrics
     private: Mapping[str, str] = field(default_factory=dict)  # db -> why the documents API does not reach it
     redact: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # db -> fields no change stream or page shows
+    pausable: Mapping[str, str] = field(default_factory=dict)  # platform -> what waits while it (or one of its accounts) is paused
 
     def __post_init__(self) -> None:
         for db, name in self.indexes:

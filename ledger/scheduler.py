@@ -20,6 +20,7 @@ from .actor import tick as tick_actor
 from .clock import Clock
 from .context import Context, Services, make_context
 from .errors import Invalid, LedgerError
+from .pause import tick_paused
 from .store import Ledger, Store
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,8 @@ class Scheduler:
     def run(self, name: str, scheduled_time: datetime | None = None, *, manual: bool = False) -> str:
         """Run one instance of tick ``name`` unless another process already has.
 
-        Returns ``"ok"``, ``"error"`` or ``"skipped"`` (the instance was already recorded).
+        Returns ``"ok"``, ``"error"``, ``"paused"`` (the tick is paused: ``ledger/pause.py``; the run is
+        recorded so, and the tick's function is not called) or ``"skipped"`` (the instance was already recorded).
         """
         t = self.ticks.get(name)
         if t is None:
@@ -122,6 +124,10 @@ class Scheduler:
             scheduled_time += timedelta(milliseconds=1)
             event = TickEvent(name, scheduled_time, manual)
         try:
+            if tick_paused(self.store, name) is not None:
+                log.info("tick %s is paused: run at %s recorded as paused", name, scheduled_time.isoformat())
+                self.store.finish_tick_run(name, event.scheduled_ms, "paused")
+                return "paused"
             t.fn(event, self.context(t))
         except Exception as exc:
             reason = exc.reason if isinstance(exc, LedgerError) else f"{type(exc).__name__}: {exc}"

@@ -38,7 +38,21 @@ from .errors import BackendError, Conflict, Invalid, LedgerError, NotFound
 from .indexes import BUILTIN, IndexCatalog
 from .machine import Rules
 from .schema import Dialect, Queries, declared_pairs, drop_index_sql, migrate
-from .store import Batch, Change, Doc, Elsewhere, FeedPosition, HintedListener, Index, Listener, Page, StatusCount, TickRun
+from .search import COUNT_CAP, SearchSQL, parse_search, search_args, search_sql
+from .store import (
+    Batch,
+    Change,
+    Doc,
+    Elsewhere,
+    FeedPosition,
+    HintedListener,
+    Index,
+    Listener,
+    Page,
+    SearchPage,
+    StatusCount,
+    TickRun,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +91,7 @@ class SQLStore:
         self._listeners: list[tuple[Callable[[Any], None], bool]] = []
         self._listeners_lock = threading.Lock()
         self.catalog = IndexCatalog(self.dialect, self.q)
+        self._search_sql: dict[bool, SearchSQL] = {}
 
     # ---- dialect hooks -------------------------------------------------------------
     def _op(self) -> AbstractContextManager[Any]:  # pragma: no cover - abstract
@@ -366,6 +381,30 @@ class SQLStore:
         else:
             after = last if count >= SCAN_ROWS else None
         return Page(docs, after, scanned=True)
+
+    def search(self, db: str, text: str, limit: int = 50, after: str | None = None) -> SearchPage:
+        """Live documents of ``db`` whose id starts with ``text`` or whose text, caption or lastError holds
+        its words (``ledger/search.py``), in id order, with the number of all matches (up to COUNT_CAP)."""
+        check_db(db)
+        _check_limit(limit)
+        found = parse_search(text)
+        sql = self._search_sql.get(bool(found.words))
+        if sql is None:
+            sql = self._search_sql[bool(found.words)] = search_sql(self.dialect, bool(found.words))
+        args = {**search_args(db, found, self.dialect), "after": check_cursor(after), "n": limit + 1}
+        with self._op() as cur:
+            cur.execute(sql.page, args)
+            rows = cur.fetchall()
+            if after is None and len(rows) <= limit:
+                total = len(rows)  # the first page holds them all: nothing more to count
+            else:
+                cur.execute(sql.count, args)
+                total = int(cur.fetchone()[0])
+        if not rows and after is None and not self.has_db(db):
+            raise NotFound(no_database(db))
+        docs = [with_meta(decode(b), i, r) for i, r, b in rows[:limit]]
+        capped = total > COUNT_CAP
+        return SearchPage(docs, min(total, COUNT_CAP), docs[-1]["_id"] if len(rows) > limit else None, capped)
 
     def history(self, db: str, id: str) -> list[Change]:
         """Every revision of a document, oldest first."""

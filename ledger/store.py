@@ -64,6 +64,21 @@ class Page:
 
 
 @dataclass(frozen=True)
+class SearchPage:
+    """One page of a search (``ledger/search.py``): its documents in id order, how many match in all
+    (``total``, counted up to a cap; ``capped`` when there are more) and the next page's cursor (None: the last)."""
+
+    docs: list[Doc]
+    total: int
+    next: str | None
+    capped: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """The page as JSON (the API's and the CLI's form)."""
+        return {"docs": self.docs, "total": self.total, "capped": self.capped, "next": self.next}
+
+
+@dataclass(frozen=True)
 class Index:
     """An index on one top-level field of one database's documents (``db`` "*": every database)."""
 
@@ -100,7 +115,7 @@ class TickRun:
     owner: str
     started_at: int
     finished_at: int | None
-    outcome: str | None  # "ok" | "error" | None while running
+    outcome: str | None  # "ok" | "error" | "paused" (not run: ledger/pause.py) | None while running
     error: str | None = None
 
 
@@ -168,6 +183,10 @@ class Documents(Protocol):
 
     def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:
         """Documents whose ``field`` equals ``key``, in id order, one page at a time."""
+
+    def search(self, db: str, text: str, limit: int = 50, after: str | None = None) -> SearchPage:
+        """Live documents of ``db`` whose id starts with ``text`` or whose text holds its words
+        (``ledger/search.py``), in id order, a page at a time, with the number of all matches."""
 
     def history(self, db: str, id: str) -> list[Change]:
         """Every revision of a document, oldest first: who wrote what, when."""
@@ -289,6 +308,10 @@ class Ledger:
             if page.next is None:
                 return
             after = page.next
+
+    def search(self, db: str, text: str, limit: int = 50, after: str | None = None) -> SearchPage:
+        """One page of a search (see Documents.search)."""
+        return self.store.search(db, text, limit, after)
 
     def history(self, db: str, id: str) -> list[Change]:
         """Every revision of a document, oldest first."""

@@ -47,6 +47,10 @@ PUBLISHERS = Product(
     doc_actions="publishers.pages:doc_actions",
     redact={MEDIA: ("data",)},  # an image's bytes (up to 683 KB a chunk) would flood every stream and page
     metrics="publishers.metrics:metrics",
+    pausable={  # validate.PLATFORMS, named here so that declaring the product loads no validation
+        p: f"{name} posts wait (every account's, or one account's: {p}:ACCOUNT)"
+        for p, name in (("ig", "Instagram"), ("threads", "Threads"), ("bsky", "Bluesky"))
+    },
 )
 
 PRODUCTS = (PUBLISHERS,)

@@ -18,7 +18,9 @@ Per run, in this order:
    the account, visibly and not as an attempt), then one step per request, in queue order
    (``publishers.containers`` for Instagram and Threads, ``publishers.bluesky`` for Bluesky,
    ``publishers.comments`` for a first comment).
-   The account document is written once at the end, only if something changed.
+   The account document is written once at the end, only if something changed. A paused
+   account or platform (``ledger/pause.py``, read once a run) is passed over: its requests
+   wait as they are, not an attempt.
 
 Everything the tick knows lives in the documents; times come from ``ctx.now()``.
 """
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger import Conflict, Context, Forbidden, LedgerError, NotFound, TickEvent
+from ledger.pause import pause_of, paused
 
 from .accounts import Account
 from .admission import Admission
@@ -70,7 +73,11 @@ def publish(event: TickEvent, ctx: Context) -> dict[str, int]:
             if refused(run, doc, admission) or duplicate_of(run, doc):
                 continue
         groups.setdefault((doc["platform"], doc["account"]), []).append(doc)
+    stopped = paused(ctx.db.store) if groups else {}  # read once a run: a pause written meanwhile holds from the next
     for (platform, account), docs in groups.items():
+        if pause_of(stopped, platform, account) is not None:
+            run.counts["paused"] += len(docs)  # they wait, as for a hold: not an attempt, nothing written
+            continue
         advance_account(run, platform, account, docs)
     return dict(run.counts)
 

@@ -25,6 +25,13 @@ class Written(BaseModel):  # noqa: D101 - a docstring would become its descripti
     deleted: bool = False
 
 
+class SearchResults(BaseModel):  # noqa: D101 - a docstring would become its description in the OpenAPI document
+    docs: list[dict[str, Any]]
+    total: int
+    capped: bool
+    next: str | None
+
+
 class QueryPage(BaseModel):  # noqa: D101 - a docstring would become its description in the OpenAPI document
     docs: list[dict[str, Any]]
     next: str | None
@@ -98,6 +105,19 @@ def documents_router(store: Store, private: Mapping[str, str], run: Run) -> APIR
         if not page.docs and page.next is None and after is None and not store.has_db(db):
             raise NotFound(no_database(db))
         return QueryPage(docs=page.docs, next=page.next)
+
+    @router.get("/v1/db/{db}/search", tags=["documents"], response_model=SearchResults)
+    @in_pool
+    def search(
+        db: str = DB,
+        q: str = Query(..., max_length=1000, description="An id's first characters, or words of a document's text, caption or "
+                       "lastError (each the start of a word, any case; all must match)"),
+        limit: int = Query(50, ge=1, le=1000),
+        after: str | None = Query(None, description="The next cursor of the previous page"),
+        who: Principal = Depends(principal),
+    ) -> SearchResults:
+        page = store.search(reachable(db), q, limit, after)
+        return SearchResults(docs=page.docs, total=page.total, capped=page.capped, next=page.next)
 
     @router.get("/v1/db/{db}/history/{doc_id:path}", tags=["documents"], response_model=list[ChangeOut])
     @in_pool

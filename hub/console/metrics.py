@@ -8,6 +8,7 @@ Every value is read when scraped, from bookkeeping that is cheap to read (no tab
 | ``skyhub_feed_behind{handler}``, ``skyhub_feed_pending{handler}`` | ``store.feed_position``: the handler's cursor against the log's head |
 | ``skyhub_tick_runs_total{tick,outcome}``, ``skyhub_tick_duration_seconds{tick}`` | ``store.tick_runs``: runs finished since this process started |
 | ``skyhub_tick_last_run_timestamp_seconds{tick}`` | the last run's scheduled time |
+| ``skyhub_paused{target}`` | the ``pauses`` database's status index: 1 per paused tick, platform or account |
 | ``skyhub_http_requests_total{route,method,status}``, ``skyhub_http_request_duration_seconds{route}`` | this process's requests, by route template |
 
 and what each product adds (``Product.metrics``: a function of ``ledger.Readings``, the store's
@@ -30,6 +31,7 @@ from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute, Match
 
 from ledger import Handler, LedgerError, Metric, Product, Readings, StatusCount, Store, Tick
+from ledger.pause import paused
 
 from ..auth import AUTH_DB
 from .activity import Activity
@@ -171,6 +173,15 @@ class StoreCollector(Collector):
         yield runs
         yield durations
         yield last_run
+
+        stopped = GaugeMetricFamily("skyhub_paused", "1 for each tick, platform or account paused now (skyhub pause)",
+                                    labels=["target"])
+        try:
+            for target in sorted(paused(store)):
+                stopped.add_metric([target], 1)
+        except LedgerError:
+            pass
+        yield stopped
 
         readings = _Readings(counts, self.activity)
         for read in self.readers():

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ledger import DEADLETTERS, LedgerError, Machine, Store
+from ledger.pause import paused
 from ledger.text import duration
 
 from ..auth import AUTH_DB
@@ -124,7 +125,12 @@ def overview(app: App, *, started_at: int | None = None) -> dict[str, Any]:
             log.warning("overview: a product's part could not be read: %s", exc.reason)
     items += _machine_items(store, machines, databases, now)
     items += _deadletters(store, databases)
-    ticks, tick_items = _ticks(app, now, started_at)
+    try:
+        stopped = paused(store)
+    except LedgerError as exc:
+        log.warning("overview: the pauses could not be read: %s", exc.reason)
+        stopped = {}
+    ticks, tick_items = _ticks(app, now, started_at, stopped)
     items += tick_items
     items.sort(key=lambda i: (i.rank, -(i.since or 0)))
 
@@ -139,6 +145,7 @@ def overview(app: App, *, started_at: int | None = None) -> dict[str, Any]:
         "machines": machine_rows,
         "attention": [i.as_dict() for i in items],
         "ticks": ticks,
+        "paused": [_pause(d, app.pausable) for d in sorted(stopped.values(), key=lambda d: d["_id"])],
         "handlers": _handlers(app),
         "probes": [],
         **more,
@@ -217,7 +224,18 @@ def _deadletters(store: Store, databases: dict[str, dict[str, Any]]) -> list[Ite
                  id=d["_id"], status="open", since=_updated(d)) for d in page.docs]
 
 
-def _ticks(app: App, now: int, started_at: int | None) -> tuple[list[dict[str, Any]], list[Item]]:
+def _pause(doc: dict[str, Any], scopes: dict[str, str]) -> dict[str, Any]:
+    target = doc["_id"]
+    head, _, rest = target.partition(":")
+    if head == "tick":
+        what = f"tick {rest}: its runs are recorded as paused"
+    else:
+        what = scopes.get(head, "its work waits") if not rest else f"posts of {target} wait"
+    return {"target": target, "what": what, "reason": doc.get("reason"), "by": doc.get("by"), "since": doc.get("pausedAt"),
+            "rev": doc["_rev"]}
+
+
+def _ticks(app: App, now: int, started_at: int | None, stopped: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Item]]:
     rows: list[dict[str, Any]] = []
     items: list[Item] = []
     for t in app.ticks:
@@ -227,17 +245,18 @@ def _ticks(app: App, now: int, started_at: int | None) -> tuple[list[dict[str, A
             runs = []
         grace = max(3 * t.seconds, t.seconds + 60) * 1000
         every = every_text(t.seconds)
-        row: dict[str, Any] = {"name": t.name, "every": every, "seconds": t.seconds, "late": False}
+        row: dict[str, Any] = {"name": t.name, "every": every, "seconds": t.seconds, "late": False,
+                               "paused": f"tick:{t.name}" in stopped}
         if runs:
             r = runs[0]
             row["lastRun"] = {"scheduledAt": r.scheduled_at, "finishedAt": r.finished_at, "outcome": r.outcome, "error": r.error}
-            if now - r.scheduled_at > grace:
+            if now - r.scheduled_at > grace and not row["paused"]:
                 row["late"] = True
                 items.append(Item("tick-late", f"tick {t.name} has not run on time",
                                   f"every {every}; last run {(now - r.scheduled_at) // 1000} s ago", since=r.scheduled_at))
             if r.outcome == "error":
                 items.append(Item("tick-failed", f"tick {t.name} failed", str(r.error or ""), since=r.finished_at))
-        elif started_at is not None and now - started_at > grace:
+        elif started_at is not None and now - started_at > grace and not row["paused"]:
             row["late"] = True
             items.append(Item("tick-late", f"tick {t.name} has not run on time", f"every {every}; it has never run", since=started_at))
         rows.append(row)

@@ -26,6 +26,8 @@ from .charts import bars_svg, legend, lines_svg
 from .diagram import machine_svg
 from .metrics import CONTENT_TYPE
 from .overview import overview
+from .pausing import choices, pause_form, resume_form
+from .search import search_page
 from .sessions import COOKIE, PRE_COOKIE, SESSION_MS, Session, csrf_token, new_presession
 from .web import SECURITY_HEADERS, Console, Refused, SignInNeeded, doc_url, static_file
 
@@ -124,7 +126,8 @@ async def overview_page(console: Console, request: Request) -> Response:
     machines = {m.name: m for m in console.app.rules.machines}
     svgs = {row["name"]: machine_svg(machines[row["name"]], row["counts"], link=f"/console/db/{row['db']}?status={{status}}")
             for row in data["machines"]}
-    return console.render("overview.html", request, session, title="Overview", o=data, svgs=svgs, labels=LABELS)
+    return console.render("overview.html", request, session, title="Overview", o=data, svgs=svgs, labels=LABELS,
+                          pausable=choices(console))
 
 
 @page_route
@@ -351,6 +354,9 @@ def console_app(console: Console) -> Starlette:
         Route("/console/doc/{db}/{doc_id:path}", bind(doc_page), methods=["GET"]),
         Route("/console/move", bind(move), methods=["POST"]),
         Route("/console/activity", bind(activity_page), methods=["GET"]),
+        Route("/console/search", bind(page_route(search_page)), methods=["GET"]),
+        Route("/console/pause", bind(page_route(pause_form)), methods=["POST"]),
+        Route("/console/resume", bind(page_route(resume_form)), methods=["POST"]),
         Route("/console/events", bind(events), methods=["GET"]),
         Route("/console/static/{path:path}", bind(static), methods=["GET"]),
         Route("/metrics", bind(metrics), methods=["GET"]),

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_FORM = 256 * 1024
-NAV = (("/", "Overview"), ("/console/activity", "Activity"))  # the frame's own; each product adds its pages between
+NAV = (("/", "Overview"), ("/console/activity", "Activity"), ("/console/search", "Search"))  # the frame's own; each product adds its pages between
 
 
 class SignInNeeded(Exception):

@@ -21,6 +21,7 @@ import pytest
 
 from hub.console.web import doc_url
 from ledger import Conflict, Ledger
+from ledger.pause import pause
 from publishers.queue import new_request, queue
 from skyhub_testkit.hub import Hub
 from vault import Vault, new_key_text, parse_key
@@ -128,6 +129,9 @@ def seed(tmp: Path) -> Seeded:
             _edit(hub, "vault", meta["id"], status="needs-reauth" if dead else "ok", needsReauth=dead,
                   lastError=("Meta answered 190: Error validating access token: " + UNBROKEN) if dead else None,
                   expiresAt=now + 86_400_000 * 50)
+        operator = Ledger(admin, "admin", hub.clock)  # the overview's Paused table at its widest: a long account, a long why
+        pause(operator, f"bsky:{HANDLE}", "Waiting for the shop to confirm the new handle: " + UNBROKEN)
+        pause(operator, "tick:reply", "Replies held while the bot's wording is reviewed")
         return Seeded(hub, hub.token("maya"), post["_id"], posts[6], f"{JOB_ID}00", f"bluesky:{CRED_ACCOUNT.format(0)}")
     except BaseException:
         hub.stop()
@@ -158,6 +162,8 @@ VIEWS: dict[str, str | Callable[[Any], None]] = {
     "mentions": "/console/mentions?status=build-failed",
     "publishing": "/console/publish",
     "publishing-errors": _bad_form,
+    "search": "/console/search?q=make+page",  # every database: 55 mentions with long unbroken text
+    "search-jobs": "/console/search?db=jobs&q=nightly-rebuild",  # one database, a page of 50 ids of 250 characters
     "error": "/console/doc/jobs/" + "no-such-job-" * 20,
 }
 

@@ -67,6 +67,24 @@ def test_query_history_and_machines(http):
     assert "stateDiagram-v2" in http.get("/v1/machines", params={"format": "mermaid"}).json()["mermaid"]
 
 
+def test_search_pages_with_a_total_over_the_api_and_the_cli_with_a_hub(hub, http, tmp_path):
+    for i in range(3):
+        http.put(f"/v1/db/tasks/docs/t{i}", json={"status": "failed", "lastError": f"quota exceeded on try {i}"})
+    http.put("/v1/db/tasks/docs/other", json={"status": "failed", "lastError": "network down"})
+    page = http.get("/v1/db/tasks/search", params={"q": "quota", "limit": 2}).json()
+    assert [d["_id"] for d in page["docs"]] == ["t0", "t1"] and (page["total"], page["capped"], page["next"]) == (3, False, "t1")
+    rest = http.get("/v1/db/tasks/search", params={"q": "quota", "after": "t1"}).json()
+    assert [d["_id"] for d in rest["docs"]] == ["t2"] and rest["next"] is None
+    bad = http.get("/v1/db/tasks/search", params={"q": " "})
+    assert (bad.status_code, bad.json()["error"]) == (400, "invalid") and "at least one character" in bad.json()["reason"]
+    assert http.get("/v1/db/auth/search", params={"q": "x"}).status_code == 403
+    env = {**os.environ, "SKYHUB_HUB_URL": hub.url, "SKYHUB_TOKEN": hub.token("ana"), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "hub", "db", "search", "--db", "tasks", "netw", "--json"], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert [d["_id"] for d in json.loads(out.stdout)["docs"]] == ["other"]
+
+
 def test_the_change_stream_delivers_commits_and_resumes_from_a_sequence_number(hub):
     client = hub.client("user:ana")
     start = client.head_seq()

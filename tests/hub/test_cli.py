@@ -212,3 +212,25 @@ def test_an_unreachable_database_is_one_clear_line(tmp_path):
     line = one_line(proc.stderr)
     assert line.startswith("skyhub: backend: cannot connect to PostgreSQL at postgresql://nobody:***@127.0.0.1:1/none")
     assert "s3cret-pw" not in proc.stderr
+
+
+def test_search_finds_by_a_word_or_an_id_prefix_with_the_total(cli):
+    cli("db", "put", "--db", "notes", "--lines", "-", check=0, input="\n".join(json.dumps(d) for d in [
+        {"_id": "m-1", "kind": "mention", "text": "make me a Pomodoro timer"},
+        {"_id": "m-2", "kind": "mention", "text": "a weather widget", "lastError": "codegen timed out"},
+        {"_id": "p-1", "kind": "post", "caption": "pomodoro stickers, 3 for 2"},
+    ]))
+    table = cli("db", "search", "--db", "notes", "pomodoro", check=0)
+    assert table.stdout.splitlines()[0].split() == ["_id", "_rev", "kind", "text", "caption"]
+    assert [line.split()[0] for line in table.stdout.splitlines()[1:]] == ["m-1", "p-1"]
+    assert "2 found, 2 shown" in table.stderr
+    page = json.loads(cli("db", "search", "--db", "notes", "TIMED", "--json", check=0).stdout)
+    assert [d["_id"] for d in page["docs"]] == ["m-2"] and page["total"] == 1 and page["next"] is None
+    first = cli("db", "search", "--db", "notes", "m-", "--limit", "1", check=0)
+    assert "2 found, 1 shown" in first.stderr and "more: --after m-1" in first.stderr
+    rest = json.loads(cli("db", "search", "--db", "notes", "m-", "--after", "m-1", "--json", check=0).stdout)
+    assert [d["_id"] for d in rest["docs"]] == ["m-2"] and rest["total"] == 2
+    proc = cli("db", "search", "--db", "notes", "  ", check=1)
+    assert one_line(proc.stderr) == ("skyhub: invalid: a search needs at least one character: an id's first characters or "
+                                     "a word of a document's text")
+    assert "no database 'nowhere'" in one_line(cli("db", "search", "--db", "nowhere", "x", check=5).stderr)

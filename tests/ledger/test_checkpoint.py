@@ -10,7 +10,7 @@ from ledger import SYSTEM
 from ledger.sqlite import SQLiteStore
 
 LIMIT = 1024 * 1024
-SLACK = 512 * 1024  # the size is looked at every 8th commit: far more than the pages of 8 small writes
+SLACK = 512 * 1024  # the size is looked at every 4th commit (CHECK_EVERY): far more than the pages of 4 small writes, a full-text merge among them
 
 
 def test_the_wal_file_stays_bounded_under_a_burst_of_writes(tmp_path):

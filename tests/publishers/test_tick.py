@@ -108,3 +108,28 @@ def test_two_processes_writing_one_account_document_merge(env):
     assert head.containers == [env.clock.now_ms()] * 2 + [env.clock.now_ms() + 5]
     assert head.blocked_until == env.clock.now_ms() + 60_000 and head.blocked_reason == "code 17"
     assert len(env.store.history("publish", "ig:1")) == 2
+
+
+def test_a_paused_account_or_platform_waits_without_an_attempt_and_goes_on_once_resumed(env):
+    from ledger.pause import pause, resume
+
+    env_ig, other = "17841400000000001", "17841400000000999"
+    for account in (env_ig, other):
+        env.credential("instagram", account, {"accessToken": "good-token"})
+    stopped = env.queue("ig", "stopped", images=1, caption="Stopped", account=env_ig)
+    going = env.queue("ig", "going", images=1, caption="Going", account=other)
+    operator = Ledger(env.store, "user:ana", env.clock)
+    pause(operator, f"ig:{env_ig}", "checking the account")
+    counts = env.tick()
+    assert counts["paused"] == 1
+    assert env.statuses(stopped) == ["pending"]  # not stepped, not held, no attempt written
+    assert "attempts" not in env.doc(stopped) or env.doc(stopped)["attempts"] == 0
+    assert env.statuses(going)[-1] == "carousel-created"
+    pause(operator, "ig")  # the platform: every account of it waits
+    assert env.tick() == {"paused": 2}
+    assert env.statuses(going)[-1] == "carousel-created"
+    resume(operator, "ig")
+    resume(operator, f"ig:{env_ig}")
+    env.tick()
+    assert env.statuses(stopped)[-1] == "carousel-created"
+    assert env.meta.calls["create"] == 2
