@@ -159,6 +159,7 @@ def machine_description() -> list[tuple[str, str]]:
         ("PostgreSQL", pg_server_version()),
         ("psycopg", package_version("psycopg")),
         ("procrastinate", package_version("procrastinate")),
+        ("huey", package_version("huey")),
         ("load average", f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1/5/15 min, at start)"),
     ]
 
@@ -215,8 +216,10 @@ def sqlite_file() -> Iterator[str]:
 _children: list[Any] = []
 
 
-def start_child(target: Any, *args: Any, name: str) -> Any:
-    proc = SPAWN.Process(target=target, args=args, name=name, daemon=True)
+def start_child(target: Any, *args: Any, name: str, daemon: bool = True) -> Any:
+    """A spawned child, stopped at the end of the run whatever happens (``daemon=False`` for
+    one that starts processes of its own: ``kill_all_children`` still ends it)."""
+    proc = SPAWN.Process(target=target, args=args, name=name, daemon=daemon)
     proc.start()
     _children.append(proc)
     return proc

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """skyhub benchmarks: commit-to-handler latency, end-to-end jobs/s, recovery after a lease
-expires, each on SQLite and PostgreSQL, and Procrastinate on the same PostgreSQL for
-comparison; the CLI's start time, an idle hub's memory, and the bot's ingest tick over
+expires, each on SQLite and PostgreSQL, Procrastinate on the same PostgreSQL and huey's
+SqliteHuey on the same machine for comparison; the CLI's start time, an idle hub's memory, and the bot's ingest tick over
 thousands of mentions. Prints aligned plain-text tables; see docs/benchmarks.md.
 
     ./dev bench              # full size (a few minutes)
@@ -33,6 +33,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_common as bc  # noqa: E402
+import bench_huey as hu  # noqa: E402
 import bench_ingest as ing  # noqa: E402
 import bench_process as proc  # noqa: E402
 import bench_procrastinate as pq  # noqa: E402
@@ -45,10 +46,14 @@ TARGETS = {
 }
 CROSS_SQLITE = (1.0, 3.0)  # commit-to-handler p50, p99 (ms), SQLite, handler in another process
 SQLITE_JOBS_PER_S = 2500.0
-PG_VS_PROCRASTINATE = 1.5
+SQLITE_VS_HUEY = 1.0  # skyhub's SQLite jobs/s / huey's SqliteHuey's (process workers, its best poll), 1 and 2 workers
+SQLITE_TWO_VS_ONE = 1.0  # 2 workers must be faster than 1 (a ratio above this)
+PG_VS_PROCRASTINATE = 2.0
 RECOVERY_MS = 50.0
-DB_GET_S, DB_GET_VS_PYTHON = 0.25, 8.0  # `skyhub db get` median wall time, and against bare Python
-HELP_S = 0.2  # `skyhub --help` median wall time
+DB_GET_S, DB_GET_VS_PYTHON = 0.15, 8.0  # `skyhub db get` median wall time, and against bare Python
+HELP_S = 0.15  # `skyhub --help` median wall time
+# huey's configurations: (worker type, poll); the first is run in every repeat and is the one the target compares with
+HUEY_CONFIGS = (("process", "best poll"), ("thread", "best poll"), ("process", "defaults"), ("thread", "defaults"))
 RSS_MB = {"no bot": 55.0, "bot configured": 80.0}  # idle `skyhub run`
 INGEST_S, INGEST_N, INGEST_LINEAR = 5.0, 10_000, 1.5  # the ingest tick over 10,000 new mentions; time per mention, largest / smallest
 # where an idle hub's memory goes: one interpreter importing these in turn, in the order a hub starts
@@ -56,7 +61,7 @@ IMPORTS = ("click", "hub.cli", "pydantic_settings", "hub.settings", "ledger.sqli
            "uvicorn", "hub.server", "jinja2", "prometheus_client", "hub.console", "hub.webapp", "apscheduler.schedulers.background",
            "keyring", "atproto_client", "bot.ingest", "bot.reply")
 BACKENDS = ("sqlite", "postgres")
-SECTIONS = ("latency", "jobs", "recovery", "procrastinate", "cli", "rss", "ingest")
+SECTIONS = ("latency", "jobs", "recovery", "procrastinate", "huey", "cli", "rss", "ingest")
 
 
 def fresh(backend: str) -> AbstractContextManager[str]:
@@ -194,10 +199,12 @@ def in_procrastinate_db(fn: Callable[..., Any], *fargs: Any) -> Callable[[], Any
 
 
 def run_jobs(run: Run) -> None:
-    """Repeated and interleaved (skyhub on PostgreSQL, then Procrastinate, alternately), so
-    that noise from other load on the machine falls on both alike; medians are reported."""
+    """Repeated and interleaved (skyhub on PostgreSQL, then Procrastinate; skyhub on SQLite,
+    then huey), so that noise from other load on the machine falls on both alike; medians are
+    reported. huey's first configuration runs in every repeat, the others in the first only."""
     a = run.args
     with_pq = "procrastinate" in a.sections and "postgres" in a.backends
+    with_huey = "huey" in a.sections and "sqlite" in a.backends
     runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for rep in range(a.repeat):
         for backend in a.backends:
@@ -208,12 +215,19 @@ def run_jobs(run: Run) -> None:
                                 f"process(es), {tag}", backend, sk.jobs_end_to_end, n, workers)
                 if r:
                     runs.setdefault((f"skyhub {backend}", workers), []).append(r)
+                if backend == "sqlite" and with_huey:
+                    for kind, poll in HUEY_CONFIGS[:1] if rep else HUEY_CONFIGS:
+                        r = run.attempt(f"huey.jobs.{kind}.{poll}.{workers}.{rep}", f"huey: {n} no-op tasks, {workers} "
+                                        f"{kind} worker(s), {poll}, {tag}", hu.jobs_end_to_end, n, workers, kind, poll)
+                        if r:
+                            runs.setdefault((f"huey {kind}, {poll}", workers), []).append(r)
                 if backend == "postgres" and with_pq:
                     r = run.attempt(f"procrastinate.jobs.{workers}.{rep}", f"procrastinate: {n} no-op tasks, {workers} "
                                     f"worker process(es), {tag}", in_procrastinate_db(pq.jobs_end_to_end, n, workers))
                     if r:
                         runs.setdefault(("procrastinate", workers), []).append(r)
     rows = []
+    used = next((rs[0]["settings"] for (system, _), rs in runs.items() if system.startswith("huey")), "not run")
     for (system, workers), rs in runs.items():
         rate = statistics.median(r["jobs_per_s"] for r in rs)
         run.results.setdefault("jobs_median", {})[f"{system}.{workers}"] = rate
@@ -233,7 +247,10 @@ def run_jobs(run: Run) -> None:
         "   jobs/s: median over the runs; total: first create -> last done committed (skyhub: 'at' of the last\n"
         "   transition to done; Procrastinate: the last 'succeeded' event); tail: after the last create.\n"
         "   per worker (last run): skyhub, changes delivered to each worker's handler (1 per job and warm-up job:\n"
-        "   the handler skips its own running and done writes); Procrastinate, jobs each worker ran.",
+        "   the handler skips its own running and done writes); Procrastinate, jobs each worker ran; huey, tasks\n"
+        "   each worker ran (warm-up included). huey: SqliteHuey at its defaults (" + used + "), a consumer\n"
+        "   process with process (forked) or thread workers; poll 'defaults': -d 0.1 -b 1.15 -m 10, 'best poll':\n"
+        "   -d 0.001 -b 1 -m 0.001 (huey_consumer's options); its end: the last task's run.",
     ))
 
 
@@ -282,6 +299,28 @@ def comparison(run: Run) -> None:
         ["metric", "skyhub", "procrastinate", "skyhub/procr.", "target", ""],
         rows,
         "   Procrastinate latency is always a worker in another process; jobs/s are the medians of table 2.",
+    ))
+
+
+def huey_comparison(run: Run) -> None:
+    rows = []
+    base = f"huey {HUEY_CONFIGS[0][0]}, {HUEY_CONFIGS[0][1]}"
+    for workers in (1, 2):
+        s = run.get("jobs_median", f"skyhub sqlite.{workers}")
+        for kind, poll in HUEY_CONFIGS:
+            h = run.get("jobs_median", f"huey {kind}, {poll}.{workers}")
+            r = s / h if s and h else None
+            target = f"huey {kind}, {poll}" == base
+            rows.append([f"end-to-end jobs/s, {workers} worker{'s' if workers > 1 else ''}", f"{kind} workers, {poll}", s, h, r,
+                         f">= {SQLITE_VS_HUEY:g}x" if target else "-",
+                         bc.verdict(None if r is None else r >= SQLITE_VS_HUEY) if target else ""])
+    say(bc.table(
+        "4b. SQLite: skyhub vs huey's SqliteHuey (same jobs, same parent, same machine, same run)",
+        ["metric", "huey run as", "skyhub jobs/s", "huey jobs/s", "skyhub/huey", "target", ""],
+        rows,
+        "   jobs/s are the medians of table 2. skyhub keeps every revision (history), leases and the change feed's\n"
+        "   delivery; huey deletes a task when a worker takes it. The target compares with huey's process workers at its\n"
+        "   best poll (its fastest in issue 21's measurements).",
     ))
 
 
@@ -370,18 +409,22 @@ def targets(run: Run) -> None:
     rows: list[list[Any]] = []
 
     def add(name: str, measured: float | None, limit: float, higher_is_better: bool, unit: str,
-            missing: str = "not measured") -> None:
+            missing: str = "not measured", strictly: bool = False) -> None:
         if measured is None:
             rows.append([name, None, missing, "-", "-"])
             return
-        ok = measured >= limit if higher_is_better else measured <= limit
+        if strictly:
+            ok = measured > limit if higher_is_better else measured < limit
+        else:
+            ok = measured >= limit if higher_is_better else measured <= limit
         if ok:
             by = "-"
         elif higher_is_better:
             by = f"{limit - measured:.2f}{unit} short ({measured / limit:.0%} of target)"
         else:
             by = f"{measured - limit:.2f}{unit} over ({measured / limit:.1f}x target)"
-        rows.append([name, measured, f"{'>=' if higher_is_better else '<='} {limit:g}{unit}", bc.verdict(ok), by])
+        cmp = (">" if higher_is_better else "<") + ("" if strictly else "=")
+        rows.append([name, measured, f"{cmp} {limit:g}{unit}", bc.verdict(ok), by])
 
     a = run.args
     for workers in (1, 2):
@@ -389,6 +432,14 @@ def targets(run: Run) -> None:
         p = run.get("jobs_median", f"procrastinate.{workers}")
         add(f"postgres jobs/s / procrastinate's, {workers} worker(s)", s / p if s and p else None,
             PG_VS_PROCRASTINATE, True, "x")
+    for workers in (1, 2):
+        s = run.get("jobs_median", f"skyhub sqlite.{workers}")
+        h = run.get("jobs_median", f"huey {HUEY_CONFIGS[0][0]}, {HUEY_CONFIGS[0][1]}.{workers}")
+        add(f"sqlite jobs/s / huey's ({HUEY_CONFIGS[0][0]} workers, {HUEY_CONFIGS[0][1]}), {workers} worker(s)",
+            s / h if s and h else None, SQLITE_VS_HUEY, True, "x")
+    one, two = run.get("jobs_median", "skyhub sqlite.1"), run.get("jobs_median", "skyhub sqlite.2")
+    add("sqlite jobs/s, 2 workers / 1 worker (2 must be faster)", two / one if one and two else None, SQLITE_TWO_VS_ONE,
+        True, "x", strictly=True)
     add("sqlite jobs/s, 1 worker process", run.get("jobs_median", "skyhub sqlite.1"), SQLITE_JOBS_PER_S, True, "")
     for key, how, mode in (("latency", "back to back", "back to back"),
                            ("latency_spaced", f"writes {a.gap_ms:g} ms apart", "spaced")):
@@ -490,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
             run_recovery(run)
         if "procrastinate" in args.sections and "postgres" in args.backends:
             comparison(run)
+        if "huey" in args.sections and "sqlite" in args.backends and "jobs" in args.sections:
+            huey_comparison(run)
         if "cli" in args.sections:
             run_cli(run)
         if "rss" in args.sections:

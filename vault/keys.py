@@ -7,6 +7,8 @@ import base64
 import hashlib
 import os
 import secrets
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,6 +112,36 @@ def init_key(key_file: str | None = None) -> str:
     return f"the OS keyring (service {KEYRING_SERVICE!r})"
 
 
+# Run in a child process by ``keyring_absent``: says whether the OS keyring exists, never what it holds.
+_PROBE = """
+import keyring
+from keyring.errors import KeyringError, NoKeyringError
+try:
+    keyring.get_password(SERVICE, USER)
+except NoKeyringError:
+    print("absent")
+except KeyringError:
+    print("failed")
+else:
+    print("present")
+""".replace("SERVICE", repr(KEYRING_SERVICE)).replace("USER", repr(KEYRING_USER))
+
+
+def keyring_absent() -> bool:
+    """Whether this machine has no OS keyring at all, asked in a short-lived child process.
+
+    Finding out in this process would load ``keyring`` and every installed backend (through the
+    packages' entry points: SecretStorage, jeepney, ...), about 10 MB that stay for the life of
+    a hub which, without a key, has nothing to decrypt. False when the child cannot tell (then
+    the caller asks the keyring itself)."""
+    try:
+        out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=30,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and out.stdout.strip() == "absent"
+
+
 class KeyLoader:
     """Loads the master key on first use, so a hub without one still runs its engine; the
     vault tick and vault writes then fail with the reason and the remedy. ``key_file`` is
@@ -118,6 +150,7 @@ class KeyLoader:
     def __init__(self, key_file: str = "") -> None:
         self.key_file = key_file
         self._key: MasterKey | None = None
+        self._no_keyring: str | None = None  # the reason, once a probe found that this machine has no OS keyring
 
     def __call__(self) -> MasterKey:
         """The master key, loaded on the first call and kept (a failed load raises, and is tried again next call)."""
@@ -126,7 +159,17 @@ class KeyLoader:
         return self._key
 
     def available(self) -> str | None:
-        """None when a key can be loaded, else the reason it cannot (for health reports)."""
+        """None when a key can be loaded, else the reason it cannot (for health reports and the notice at
+        start). When only the OS keyring could hold the key, whether this machine has one at all is asked
+        once in a child process (``keyring_absent``): a machine without one does not grow one while the hub
+        runs, and this process need not load ``keyring`` to say so."""
+        if self._key is None and not (os.environ.get("SKYHUB_VAULT_KEY") or os.environ.get("SKYHUB_VAULT_KEY_FILE")
+                                      or self.key_file):
+            # a process that has loaded keyring already asks it (in-process settings too: keyring.set_keyring)
+            if self._no_keyring is None and "keyring" not in sys.modules and keyring_absent():
+                self._no_keyring = f"no vault key: this machine has no OS keyring; {ALTERNATIVES}"
+            if self._no_keyring is not None:
+                return self._no_keyring
         try:
             self()
         except VaultError as exc:

@@ -93,3 +93,46 @@ def test_the_core_reader_agrees_with_the_settings(tmp_path, monkeypatch, env, fl
     assert (fast.actor or full.actor) == full.actor
     assert (fast.pool_size, fast.statement_timeout, fast.connect_timeout) == (
         full.store.pool_size, full.store.statement_timeout, full.store.connect_timeout)
+
+
+COMPILED = """
+import importlib._bootstrap_external as be, json, os, sys
+compiled = []
+plain = be.SourceLoader.source_to_code
+def spy(self, data, path, *, _optimize=-1):  # only called when no current bytecode is there to load
+    compiled.append(os.path.relpath(path, ROOT))
+    return plain(self, data, path, _optimize=_optimize)
+be.SourceLoader.source_to_code = spy
+sys.argv = ["skyhub", *json.loads(sys.argv[1])]
+try:
+    from hub.cli import entry
+    entry()
+except SystemExit:
+    pass
+print(json.dumps([p for p in compiled if not p.startswith("..")]), file=sys.stderr)
+""".replace("ROOT", repr(ROOT))
+
+
+@pytest.mark.parametrize("args", [["--help"], ["db", "get", "--db", "notes", "missing"]])
+def test_the_cli_starts_from_bytecode_not_by_compiling_skyhub(tmp_path, args):
+    # ./dev compiles the sources' bytecode: the editable install runs them in place, and where
+    # PYTHONDONTWRITEBYTECODE is set Python would compile every module again at every start
+    proc = subprocess.run([sys.executable, "-c", COMPILED, json.dumps(args)], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db", "PYTHONPATH": ROOT}, timeout=60)
+    compiled = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert compiled == [], f"compiled at start (run ./dev, which compiles them): {compiled}"
+
+
+def test_an_idle_hub_without_a_vault_key_says_so_without_loading_keyring(tmp_path):
+    # whether the machine has an OS keyring is asked in a child process: keyring and its backends stay out of the hub
+    code = (
+        "import sys; from ledger import SYSTEM; from hub.settings import load_settings; from hub.app import build_app; "
+        "from hub.webapp import create_api; from starlette.testclient import TestClient; "
+        "app = build_app(load_settings(), clock=SYSTEM); client = TestClient(create_api(app)); "
+        "health = client.get('/health').json()['vault']; notices = list(app.notices()); app.stop(); "
+        "print(health['key'], 'no OS keyring' in health['reason'], any('no OS keyring' in n for n in notices), 'keyring' in sys.modules)"
+    )
+    env = {**os.environ, "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db", "PYTHONPATH": ROOT, "SKYHUB_VAULT_KEY": "",
+           "SKYHUB_VAULT_KEY_FILE": "", "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert got.stdout.split() == ["False", "True", "True", "False"], got.stderr
