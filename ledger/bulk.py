@@ -158,6 +158,8 @@ def bulk(db: Ledger, rules: Rules, dbname: str, verb: str, flt: Filter, *, dry_r
     check_db(dbname)
     if verb not in VERBS:
         raise Usage(f"no bulk action {verb!r}: use one of {', '.join(VERBS)}")
+    if not (db.actor == "admin" or db.actor.startswith("user:")):
+        raise Forbidden(f"bulk actions are a person's: {db.actor} may not make them (sign in as a person)")
     if dbname == AUDIT:
         raise Forbidden("audit records are never moved: they say what was done")
     offered = moves_in(rules, dbname, verb)
