@@ -18,6 +18,7 @@ from ledger import SYSTEM, Usage
 
 from .cli_access import device, user
 from .cli_db import db
+from .cli_errors import errors
 from .cli_status import status
 from .cliutil import EXIT_ERROR, Group, State, configure_logging, run_main
 
@@ -122,7 +123,7 @@ def tick_cmd(state: State, name: str) -> None:
         sys.exit(EXIT_ERROR)
 
 
-for command in (db, user, device, status):
+for command in (db, user, device, status, errors):
     main.add_command(command)
 
 

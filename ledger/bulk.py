@@ -12,14 +12,13 @@ gone out). A real run is recorded as one ``bulk-action`` document in ``audit``: 
 filter, the counts and the ids.
 
 The filter: ``status`` (indexed), ``kind`` (the machine's discriminator: ``type`` or ``kind``),
-``field`` = ``key`` (a string, or the JSON of a number or boolean), ``error`` (words of
+``field`` = ``key`` (a string, as ``skyhub db query`` takes it), ``error`` (words of
 ``lastError``, or a group's ``fp:...`` from ``ledger.fingerprint``). Without a status or a field,
 the documents in the states the move leaves are read.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -71,23 +70,13 @@ class Filter:
         """The filter's fields that are set."""
         return {k: v for k in ("status", "kind", "field", "key", "error") if (v := getattr(self, k)) is not None}
 
-    def key_value(self) -> Any:
-        """``key`` as the query compares it: a JSON number or boolean as itself, anything else as text."""
-        if self.key is None:
-            return None
-        try:
-            value = json.loads(self.key)
-        except ValueError:
-            return self.key
-        return value if isinstance(value, (int, float, bool)) else self.key
-
     def selects(self, doc: Doc, machine: Machine | None) -> bool:
         """Whether ``doc`` (read by an index on one of the fields) meets every part of the filter."""
         if self.status is not None and doc.get("status") != self.status:
             return False
         if self.kind is not None and (machine is None or doc.get(machine.kind_field) != self.kind):
             return False
-        if self.field is not None and doc.get(self.field) != self.key_value():
+        if self.field is not None and doc.get(self.field) != self.key:
             return False
         return self.error is None or matches(doc, self.error)
 
@@ -131,7 +120,7 @@ def select(reader: Documents, rules: Rules, db: str, verb: str, flt: Filter) -> 
     if flt.status is not None:
         yield from _selected(reader, rules, db, flt, "status", flt.status)
     elif flt.field is not None:
-        yield from _selected(reader, rules, db, flt, flt.field, flt.key_value())
+        yield from _selected(reader, rules, db, flt, flt.field, flt.key)
     else:
         states = sorted({s for m, move in moves_in(rules, db, verb) for s in move.src
                          if flt.kind is None or m.kind == flt.kind})

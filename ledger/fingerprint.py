@@ -20,9 +20,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import LedgerError
+from .machine import Rules
+from .store import Documents
+
 Doc = dict[str, Any]
 MAX_PATTERN = 300  # characters of a pattern kept (errors can be whole logs: the first lines decide)
 EXAMPLES = 3  # example documents kept per group
+SCAN = 2_000  # documents read per state when grouping: past that a group's count is "at least" (partial)
 TIME_FIELDS = ("updatedAt", "finishedAt", "sweptAt", "at", "createdAt")  # when a document last moved, by convention
 
 _RULES = [
@@ -141,3 +146,44 @@ def matches(doc: Doc, text: str) -> bool:
     if re.fullmatch(r"fp:[0-9a-f]{10}", text):
         return fingerprint(error) == text
     return text.casefold() in error.casefold()
+
+
+def retried_from(rules: Rules, db: str | None = None) -> list[tuple[Any, str]]:
+    """The (machine, state) pairs a person's retry leaves: where work waits for a person (``failed``,
+    ``build-failed``, ``error``, an open dead letter), of ``db`` or of every database."""
+    return [(m, s) for m in rules.machines if (db is None or m.db == db) and "retry" in m.moves for s in m.moves["retry"].src]
+
+
+def error_groups(reader: Documents, rules: Rules, db: str | None = None, *, scan: int = SCAN) -> list[Group]:
+    """The documents in the states a person's retry leaves (``retried_from``), grouped by fingerprint,
+    largest first; at most ``scan`` read per state (a group of a state with more says ``partial``)."""
+    out: list[Group] = []
+    for machine, state in retried_from(rules, db):
+        docs: list[Doc] = []
+        after: str | None = None
+        more = False
+        try:
+            while len(docs) < scan:
+                page = reader.query(machine.db, "status", state, min(500, scan - len(docs)), after)
+                docs += [d for d in page.docs if machine.governs(d)]
+                after = page.next
+                if after is None:
+                    break
+            more = after is not None
+        except LedgerError:
+            continue  # a database not made yet
+        actions = [{"verb": m.verb, "label": m.label} for m in machine.moves.values() if state in m.src]
+        for g in group(docs, machine.db, state, machine.kind):
+            g.machine, g.actions, g.partial = machine.name, actions, more
+            if g.last_seen is None:  # the documents do not say when they moved: their heads' history does
+                times = [h[-1].at for i in g.examples if (h := _history(reader, machine.db, i))]
+                g.first_seen, g.last_seen = (min(times), max(times)) if times else (None, None)
+            out.append(g)
+    return sorted(out, key=lambda g: (-g.count, -(g.last_seen or 0), g.fingerprint))
+
+
+def _history(reader: Documents, db: str, doc_id: str) -> list[Any]:
+    try:
+        return reader.history(db, doc_id)
+    except LedgerError:
+        return []
