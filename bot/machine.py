@@ -10,6 +10,7 @@ from ledger import (
     Edge,
     GuardContext,
     Machine,
+    Move,
     attempts_left,
     attempts_used_up,
     claim,
@@ -18,11 +19,16 @@ from ledger import (
     lease_expired,
     renew,
     same_claim,
+    started_over,
     tick,
+    user,
 )
 
 DB = "requests"
 STATE_DB = "bot"  # the ingest checkpoint and other bookkeeping of the bot's own
+
+# what a rebuilt mention starts over without (the build's claim and result; the reply's record key stays)
+REBUILD = {"attempts": 0, "claimId": None, "leaseUntil": None, "result": None}
 
 MENTIONS = Machine(
     DB,
@@ -41,9 +47,15 @@ MENTIONS = Machine(
         Edge("built", "replied", by=tick("reply")),
         Edge("built", "error", by=tick("reply")),
         Edge("built", "skipped", by=tick("reply")),
+        # a person's rebuild: the build starts over; a reply's fixed record key (replyRkey) is kept, so a
+        # reply that went out before the error is found again, never posted twice
+        Edge(["build-failed", "error"], "pending-build", by=[user(), ADMIN], guards=[started_over]),
     ],
     fixed=["uri", "cid", "authorDid", "text"],
     max_attempts=3,
+    settled=["build-failed", "error"],  # its work has ended, until a person rebuilds it
+    moves=[Move("retry", ["build-failed", "error"], "pending-build", reset=REBUILD, count="retries", stamp="retriedAt",
+                label="Rebuild")],
 )
 
 

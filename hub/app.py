@@ -33,9 +33,11 @@ from ledger import (
     deadletter_machine,
     open_store,
 )
+from ledger.bulk import audit_machine
 from ledger.context import make_context
 from ledger.lease import Sweeper
 from ledger.pause import PAUSE
+from ledger.replay import replayer
 from ledger.sql import redact_url
 from ledger.text import duration
 
@@ -48,7 +50,7 @@ log = logging.getLogger(__name__)
 
 def build_rules(known: Sequence[Product] | None = None) -> Rules:
     """Every machine, write policy and index the products declare, plus the engine's own."""
-    rules = Rules([deadletter_machine(), PAUSE])
+    rules = Rules([deadletter_machine(), audit_machine(), PAUSE])
     for product in products() if known is None else known:
         product.declare(rules)
     protect(rules)
@@ -267,6 +269,11 @@ def build_app(settings: Settings, *, clock: Clock, services: Services | None = N
     names = [t.name for t in ticks]
     if len(set(names)) != len(names):
         raise LedgerError(f"two ticks share a name: {sorted(n for n in names if names.count(n) > 1)[0]!r}")
-    feed = Feed(store, handlers, clock=clock, lease_ms=int(f.lease * 1000), batch_size=f.batch_size, services=services)
+    if handlers:  # a person's replay of a dead letter goes to the handler that gave up (ledger.replay)
+        replay = dataclasses.replace(replayer(handlers, services), max_tries=f.max_tries, timeout=f.handler_timeout, backoff=f.backoff)
+        fed = [*handlers, replay]
+    else:
+        fed = []
+    feed = Feed(store, fed, clock=clock, lease_ms=int(f.lease * 1000), batch_size=f.batch_size, services=services)
     scheduler = Scheduler(store, ticks, clock=clock, owner=feed.owner, services=services)
     return App(settings, store, rules, known, services, handlers, feed, sweeper, scheduler, clock, ticks, offers)

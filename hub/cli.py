@@ -18,6 +18,7 @@ from ledger import SYSTEM, Usage
 
 from .cli_access import device, user
 from .cli_db import db
+from .cli_errors import errors
 from .cli_pause import pause_cmd, resume_cmd
 from .cli_status import status
 from .cliutil import EXIT_ERROR, Group, State, configure_logging, run_main
@@ -123,7 +124,7 @@ def tick_cmd(state: State, name: str) -> None:
         sys.exit(EXIT_ERROR)
 
 
-for command in (db, user, device, status, pause_cmd, resume_cmd):
+for command in (db, user, device, status, errors, pause_cmd, resume_cmd):
     main.add_command(command)
 
 

@@ -27,7 +27,7 @@ from .cliutil import (
 # ---- db --------------------------------------------------------------------------------
 @click.group()
 def db() -> None:
-    """Documents: put, get, query, history, changes, machines.
+    """Documents: put, get, query, history, changes, machines, bulk actions.
 
     Example: skyhub db get --db jobs 4f1c...
     """
@@ -235,6 +235,62 @@ def db_changes(state: State, since: int, limit: int, follow: bool, as_json: bool
             woke.wait(1.0)
     except KeyboardInterrupt:
         return
+
+
+@db.command("bulk")
+@click.argument("action", type=click.Choice(["retry", "cancel", "dismiss"]))
+@db_option
+@click.option("--status", help="Only documents in this status.")
+@click.option("--kind", help="Only documents of this kind (the machine's type or kind).")
+@click.option("--field", help="With --key: only documents whose FIELD equals KEY.")
+@click.option("--key", help="The value of --field to match (a string).")
+@click.option("--error", "error", help="Words of lastError (any case), or a group's fp:... from `skyhub errors`.")
+@click.option("--dry-run", is_flag=True, help="Write nothing: print the count, a sample and the warnings.")
+@as_option
+@json_option
+@click.pass_obj
+def db_bulk(state: State, action: str, dbname: str, status: str | None, kind: str | None, field: str | None, key: str | None,
+            error: str | None, dry_run: bool, as_actor: str | None, as_json: bool) -> None:
+    """Retry, cancel or dismiss every document a filter selects, through each machine's person move, as you.
+
+    Each document is written with the revision it was read at; one the machine refuses, or that changed
+    meanwhile, is listed and left as it is. The action is recorded in the audit database. Exit 0 once
+    the action ran, whatever it refused (the output counts and lists the refusals).
+
+    Example: skyhub db bulk retry --db jobs --status failed --dry-run
+    """
+    from ledger.bulk import Filter
+
+    flt = Filter(status=status, kind=kind, field=field, key=key, error=error)
+    if state.remote:
+        body = {"action": action, **flt.as_dict(), "dry_run": dry_run}
+        out = cast(Any, state.store).request("POST", f"/v1/db/{dbname}/bulk", json=body)
+    else:
+        from ledger import Ledger
+        from ledger.bulk import bulk
+
+        from .app import build_rules
+
+        actor = _actor(state, as_actor)
+        store = state.local_store("skyhub db bulk")
+        out = bulk(Ledger(store, actor, state.clock), getattr(store, "rules", None) or build_rules(), dbname, action, flt,
+                   dry_run=dry_run).as_dict()
+    for w in out["warnings"]:
+        click.echo(f"skyhub: warning: {w['id']}: {w['warning']}" if w["id"] else f"skyhub: warning: {w['warning']}", err=True)
+    if as_json:
+        click.echo(json.dumps(out, ensure_ascii=False))
+        return
+    shown = ", ".join(f"{k}={v}" for k, v in out["filter"].items()) or "no filter"
+    verb = "would move" if out["dryRun"] else "moved"
+    click.echo(f"{action} {dbname} ({shown}): {out['matched']:,} matched, {verb} {out['written']:,}, "
+               f"refused {out['refused']:,} ({out['conflicts']:,} changed meanwhile)"
+               + (f"; recorded as audit/{out['audit']}" if out.get("audit") else ""))
+    if out["dryRun"] and out["sample"]:
+        click.echo(table(["id", "status", "error"], [[cell(s["id"]), cell(s["status"]), cell(s["error"], 80)] for s in out["sample"]]))
+    if out["refusals"]:
+        click.echo(table(["refused", "status", "why"], [[cell(r["id"]), cell(r["status"]), r["reason"]] for r in out["refusals"][:50]]))
+        if len(out["refusals"]) > 50:
+            click.echo(f"... and {len(out['refusals']) - 50:,} more (--json lists them all)")
 
 
 @db.command("machines")

@@ -12,12 +12,14 @@ from typing import Any
 from fastapi import FastAPI
 
 from .api import errors
+from .api.bulk import bulk_router
 from .api.changes import Shown, changes_router
 from .api.documents import documents_router
 from .api.errors import ERRORS
 from .api.health import health_router
 from .api.machines import machines_router
 from .api.pauses import pauses_router
+from .api.triage import triage_router
 from .api.web import Web
 from .api.whoami import whoami_router
 from .app import App
@@ -75,6 +77,8 @@ def create_api(app: App) -> FastAPI:
         changes_router(store, fanout, shown, pool.run),
         machines_router(app.rules, pool.run),
         pauses_router(store, app.clock, lambda: [t.name for t in app.ticks], app.pausable, pool.run),
+        bulk_router(store, app.rules, private, app.clock, pool.run),
+        triage_router(store, app.rules, private, pool.run),
     ):
         api.include_router(router)
     web = Web(store, settings, app.clock, pool.run, app.context)

@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .actor import ADMIN, user
 from .actor import handler as handler_actor
-from .actor import user
 from .clock import Clock
 from .context import Context, Services, make_context
 from .document import check_db
@@ -36,6 +36,7 @@ from .errors import Conflict, LedgerError
 from .guards import fresh
 from .keeper import Keeper, Lease
 from .machine import Edge, Machine
+from .move import Move
 from .store import Batch, Change, Elsewhere, Ledger, Store
 
 log = logging.getLogger(__name__)
@@ -80,13 +81,23 @@ class Handler:
 
 
 def deadletter_machine() -> Machine:
-    """Dead letters: written once by the feed, dismissed by a person when dealt with."""
+    """Dead letters: written once by the feed; a person dismisses one when it is dealt with, or replays
+    it (``open -> replay``): the feed's ``replay`` handler (``ledger.replay``) calls the handler that
+    gave up with the same change again, and writes ``replayed``, or ``open`` with the new error."""
+    people = [user(), ADMIN]
     return Machine(
         DEADLETTERS,
         kind="dead-letter",
         start={"open": fresh},
-        edges=[Edge("open", "dismissed", by=user())],
+        edges=[
+            Edge("open", "dismissed", by=people),
+            Edge("open", "replay", by=people),
+            Edge("replay", "replayed", by=handler_actor("replay")),
+            Edge("replay", "open", by=handler_actor("replay")),
+        ],
         create_by=[handler_actor()],
+        moves=[Move("dismiss", "open", "dismissed", stamp="dismissedAt"),
+               Move("retry", "open", "replay", stamp="replayAskedAt", label="Replay")],
     )
 
 

@@ -147,3 +147,18 @@ def fresh(old: Doc | None, new: Doc, ctx: GuardContext) -> str | None:
         if field in new:
             return f"a new {ctx.noun} cannot carry {field}"
     return None
+
+
+@guard
+def started_over(old: Doc | None, new: Doc, ctx: GuardContext) -> str | None:
+    """A person's retry: attempts back to 0, no claim or lease left, and ``retries`` counted up by one."""
+    if _attempts(new) != 0 or isinstance(new.get("attempts"), bool):
+        return f"a retried {ctx.noun} starts over with attempts at 0"
+    for name in ("claimId", "leaseUntil"):
+        if name in new:
+            return f"a retried {ctx.noun} starts over without {name}"
+    before = (old or {}).get("retries", 0)
+    before = before if isinstance(before, int) and not isinstance(before, bool) else 0
+    if new.get("retries") != before + 1:
+        return f"a retry is recorded: retries must go from {before} to {before + 1}"
+    return None

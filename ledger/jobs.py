@@ -1,6 +1,7 @@
 """The reference jobs machine: ``pending -> running -> done``, swept home on lease expiry,
-``failed`` after three attempts. It is the smallest complete use of the engine, and the
-template every product machine follows.
+``failed`` after three attempts; a person retries a failed job (``failed -> pending``, attempts
+back to 0, ``retries`` counted) or cancels a pending one. It is the smallest complete use of the
+engine, and the template every product machine follows.
 
     doc = ledger.put("jobs", {"type": "job", "status": "pending", "input": {...}})
     # on_change claims it (if_rev), runs work("<jobId>:<attempt>", job), finishes with its claimId
@@ -13,18 +14,21 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .actor import handler, tick
+from .actor import ADMIN, handler, tick, user
 from .context import Context
 from .errors import Conflict, Forbidden
 from .feed import Handler
-from .guards import attempts_left, attempts_used_up, claim, fresh, lease_expired, renew, same_claim
+from .guards import attempts_left, attempts_used_up, claim, fresh, lease_expired, renew, same_claim, started_over
 from .lease import claim as take
 from .lease import finish
 from .machine import Edge, Machine
+from .move import Move
 from .product import Product
 from .store import Change, Doc
 
 log = logging.getLogger(__name__)
+
+RESTART = {"attempts": 0, "claimId": None, "leaseUntil": None}  # what a retried job starts over without
 
 JOBS = Machine(
     "jobs",
@@ -37,9 +41,16 @@ JOBS = Machine(
         Edge("running", "pending", by=tick("sweep"), guards=[lease_expired, attempts_left]),
         Edge("running", "failed", by=tick("sweep"), guards=[lease_expired, attempts_used_up]),
         Edge("pending", "failed", by=tick("sweep"), guards=[attempts_used_up]),
+        Edge("failed", "pending", by=[user(), ADMIN], guards=[started_over]),  # a person's retry
+        Edge("pending", "cancelled", by=[user(), ADMIN]),
     ],
     fixed=["input"],
     max_attempts=3,
+    settled=["failed"],  # its work has ended, until a person retries it
+    moves=[
+        Move("retry", "failed", "pending", reset=RESTART, count="retries", stamp="retriedAt"),
+        Move("cancel", "pending", "cancelled", reset={"claimId": None, "leaseUntil": None}, stamp="cancelledAt"),
+    ],
 )
 
 Work = Callable[[str, Doc, Context], Any]

@@ -117,6 +117,7 @@ class Sweeper:
             new.pop("leaseUntil", None)
             new.pop("claimId", None)
             new["status"] = edge.dst
+            new["sweptAt"] = now  # when it was taken back: what grouped errors show as first and last seen
             new["lastError"] = (
                 f"lease expired during attempt {body.get('attempts', 0)} of {machine.max_attempts}"
                 if "attempts" in body else "lease expired"
@@ -129,7 +130,7 @@ class Sweeper:
                 self.db.put(machine.db, new, doc["_id"], if_rev=doc["_rev"])
             except (Conflict, Forbidden):
                 return  # it moved on between our read and our write: nothing to take back
-            if edge.dst in machine.terminal:
+            if edge.dst in machine.ends:
                 self.failed += 1
             else:
                 self.returned += 1

@@ -21,6 +21,7 @@ from .actor import ADMIN, ActorPattern, RoleOf, user
 from .document import check_db, check_field
 from .errors import Forbidden, LedgerError
 from .guards import Guard, GuardContext
+from .move import VERBS, Move
 
 Doc = dict[str, Any]
 
@@ -77,6 +78,7 @@ class Machine:
     indexes: tuple[str, ...] = ()
     invariants: tuple[Guard, ...] = ()
     settled: frozenset[str] = frozenset()
+    moves: dict[str, Move] = field(default_factory=dict)
 
     def __init__(
         self,
@@ -94,13 +96,15 @@ class Machine:
         indexes: Sequence[str] = (),
         invariants: Sequence[Guard] = (),
         settled: Iterable[str] = (),
+        moves: Sequence[Move] = (),
     ) -> None:
         """``indexes``: the fields of ``db`` that the machine's ticks and handlers query
         (``status`` is indexed for every database already). ``invariants``: guards every write of an
         existing document must pass, whatever its edge (a field that may change only until some
         step, where ``fixed`` is too strict). ``settled``: states where the document's work has
         ended although a follow-up step may still leave them (a post ``done``, before its first
-        comment); with the terminal states they are the machine's ``ends``."""
+        comment); with the terminal states they are the machine's ``ends``. ``moves``: the person
+        edges named for what an operator does (``ledger.move``), each one an edge people may take."""
         check_db(db)
         if (type is None) == (kind is None):
             raise InvalidMachine(f"machine for {db!r}: give exactly one of type= or kind=")
@@ -116,6 +120,11 @@ class Machine:
         self.indexes = tuple(check_field(f) for f in indexes)
         self.invariants = tuple(invariants)
         self.settled = frozenset(settled)
+        self.moves = {}
+        for move in moves:
+            if move.verb in self.moves:
+                raise InvalidMachine(f"machine for {db!r}: move {move.verb!r} is declared twice")
+            self.moves[move.verb] = move
         seen: list[str] = list(self.start)
         for edge in self.edges:
             for s in (*edge.src, edge.dst):
@@ -155,6 +164,13 @@ class Machine:
                 raise InvalidMachine(
                     f"{where}: terminal state {state!r} has an exit to {out[0].dst!r}; terminals have no exits"
                 )
+        for move in self.moves.values():
+            if move.verb not in VERBS:
+                raise InvalidMachine(f"{where}: move {move.verb!r} is not one of {', '.join(VERBS)}")
+            for src in move.src:
+                if not any(src in e.src and e.dst == move.dst and any(p.kind in ("user", "admin") for p in e.by)
+                           for e in self.edges):
+                    raise InvalidMachine(f"{where}: move {move.verb} {src} -> {move.dst} has no edge a person may take")
         reached = set(self.start)
         grew = True
         while grew:
@@ -255,6 +271,7 @@ class Machine:
             "db": self.db, "field": self.kind_field, "kind": self.kind, "states": list(self.states),
             "start": list(self.start), "terminal": sorted(self.terminal), "settled": sorted(self.settled),
             "invariants": [str(g) for g in self.invariants], "maxAttempts": self.max_attempts,
+            "moves": [m.describe() for m in self.moves.values()],
             "edges": [
                 {"from": list(e.src), "to": e.dst, "by": [str(p) for p in e.by], "guards": [str(g) for g in e.guards]}
                 for e in self.edges
@@ -269,6 +286,13 @@ class Machine:
         notes = ""
         if self.invariants:
             notes += f"\nEvery write of an existing document also holds: {', '.join(f'`{g}`' for g in self.invariants)}.\n"
+        for m in self.moves.values():
+            names = list(m.reset)
+            resets = (f", resetting {', '.join(f'`{f}`' for f in names[:6])}{f' and {len(names) - 6} more' if len(names) > 6 else ''}"
+                      if names else "")
+            tally = f", counting `{m.count}`" if m.count else ""
+            notes += (f"\nA person's `{m.verb}` (one document, or many with `skyhub db bulk {m.verb}`): "
+                      f"{' | '.join(f'`{s}`' for s in m.src)} -> `{m.dst}`{resets}{tally}.\n")
         if self.settled:
             notes += (f"\nIts work has ended in {', '.join(f'`{s}`' for s in sorted(self.settled))} too "
                       "(a follow-up step may still leave it).\n")

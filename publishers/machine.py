@@ -46,7 +46,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ledger import ADMIN, Edge, Guard, GuardContext, Machine, fresh, tick, user
+from ledger import ADMIN, Edge, Guard, GuardContext, Machine, Move, fresh, tick, user
 
 DB = "requests"
 KIND = "publish-request"
@@ -340,6 +340,19 @@ def _due(old: dict[str, Any] | None, new: dict[str, Any], ctx: GuardContext) -> 
     return None
 
 
+def repeats_publish(doc: dict[str, Any]) -> str | None:
+    """Why retrying a post in error may publish it twice (None: nothing went out): a publish call whose
+    outcome was never read back (its ``intent`` is kept on the error), or a post the platform already has."""
+    intent = doc.get("intent")
+    if isinstance(intent, dict):
+        return (f"its {intent.get('step', 'last')} call may have gone out (its outcome was never read back): "
+                "a retry repeats it, and the post may appear twice")
+    for field in ("publishedAt", "mediaId", "recordUri"):
+        if doc.get(field):
+            return f"it was published already ({field} is set): a retry publishes it again"
+    return None
+
+
 valid_request = Guard("valid", _valid)
 new_queued = Guard("valid, may queue", _new_queued)
 new_in_review = Guard("valid, submitted", _new_in_review)
@@ -406,6 +419,10 @@ PUBLISH = Machine(
     fixed=["platform", "account", "slug", "post"],
     invariants=[content, conversation],
     settled=["done"],
+    moves=[
+        Move("retry", "error", "pending", reset={"attempts": 0, **dict.fromkeys(TICK_FIELDS)}, warn=repeats_publish),
+        Move("cancel", list(EDITABLE), "cancelled"),
+    ],
     max_attempts=3,
     indexes=["post", "day", "commentDue"],
 )

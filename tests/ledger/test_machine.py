@@ -137,7 +137,8 @@ def test_mermaid_lists_every_edge_with_actor_and_guards():
     assert "    [*] --> pending" in text
     assert "    pending --> running: handler:on_change [claim]" in text
     assert "    running --> pending: tick:sweep [lease_expired, attempts_left]" in text
-    assert "    done --> [*]" in text and "    failed --> [*]" in text
+    assert "    done --> [*]" in text and "    cancelled --> [*]" in text
+    assert "    failed --> pending: user:*, admin [started_over]" in text  # a person retries a failed job
 
 
 def test_mermaid_aliases_states_with_dashes():
