@@ -63,7 +63,7 @@ def test_what_needs_a_person_comes_first_in_order(app, key_text):
     late = {a["title"] for a in data["attention"] if a["what"] == "tick-late"}
     assert "tick vault has not run on time" in late and "tick sweep has not run on time" in late
     jobs = next(m for m in data["machines"] if m["name"] == "jobs/job")
-    assert jobs["counts"] == {"pending": 0, "running": 1, "done": 0, "failed": 0}
+    assert jobs["counts"] == {"pending": 0, "running": 1, "done": 0, "failed": 0, "cancelled": 0}
     assert "auth" not in {d["db"] for d in data["databases"]}
     assert "sealed" not in str(data)
 
