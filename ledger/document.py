@@ -49,7 +49,7 @@ def check_id(doc_id: object) -> str:
         raise Invalid(f"document id {doc_id!r} is not valid: use a non-empty string of at most {ID_MAX} characters")
     if _CONTROL.search(doc_id):
         raise Invalid("document id must not contain control characters")
-    if not doc_id.isascii() and not _unicode(doc_id):
+    if not doc_id.isascii() and not is_unicode(doc_id):
         raise Invalid("document id must be valid Unicode (it holds a lone surrogate such as \\ud800)")
     return doc_id
 
@@ -58,7 +58,7 @@ def check_cursor(after: object) -> str:
     """A ``next`` cursor from a previous page (a document id), or None/"" for the first page."""
     if after is None or after == "":
         return ""
-    if not isinstance(after, str) or len(after) > ID_MAX or _CONTROL.search(after) or not (after.isascii() or _unicode(after)):
+    if not isinstance(after, str) or len(after) > ID_MAX or _CONTROL.search(after) or not (after.isascii() or is_unicode(after)):
         raise Invalid("after must be the next cursor of a previous page (a document id)")
     return after
 
@@ -85,13 +85,14 @@ def check_key(key: object) -> str | int | float | bool:
     if isinstance(key, str):
         if "\x00" in key:
             raise Invalid("query key must not contain the NUL character (\\u0000)")
-        if not key.isascii() and not _unicode(key):
+        if not key.isascii() and not is_unicode(key):
             raise Invalid("query key must be valid Unicode (it holds a lone surrogate such as \\ud800)")
         return key
     raise Invalid("query key must be a string, number or boolean")
 
 
-def _unicode(text: str) -> bool:
+def is_unicode(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (holds no lone surrogate such as \\ud800)."""
     try:
         text.encode()
     except UnicodeEncodeError:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .document import is_unicode
 from .errors import Invalid
 from .schema import SEARCH_FIELDS, Dialect
 from .store import Doc, SearchPage
@@ -52,7 +53,7 @@ def parse_search(text: object) -> Search:
         raise Invalid("a search needs at least one character: an id's first characters or a word of a document's text")
     if len(text) > QUERY_MAX:
         raise Invalid(f"a search is at most {QUERY_MAX} characters, not {len(text)}: search for fewer words")
-    if "\x00" in text or not _encodable(text):
+    if "\x00" in text or not is_unicode(text):
         raise Invalid("a search must be valid text without NUL characters")
     words = tuple(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
     if len(words) > WORDS_MAX:
@@ -83,14 +84,6 @@ def _successor(text: str) -> str:
     if 0xD800 <= nxt <= 0xDFFF:  # no surrogates in text: the next code point is U+E000
         nxt = 0xE000
     return text[:-1] + chr(nxt)
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 # ---- the statements -------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from .document import (
     check_seq,
     decode,
     encode,
+    is_unicode,
     next_rev,
     split_body,
     with_meta,
@@ -622,7 +623,7 @@ class SQLStore:
 
         Used for request nonces, so that a replayed signature is refused by every process.
         """
-        if not isinstance(key, str) or not key or len(key) > ID_MAX or "\x00" in key or not (key.isascii() or _encodable(key)):
+        if not isinstance(key, str) or not key or len(key) > ID_MAX or "\x00" in key or not (key.isascii() or is_unicode(key)):
             raise Invalid(f"a once-key must be valid text of 1-{ID_MAX} characters without NUL")
         now = self._clock.now_ms()
         with self._tx() as cur:
@@ -637,14 +638,6 @@ class SQLStore:
 def _check_limit(limit: object) -> None:
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise Invalid(f"limit must be between 1 and {MAX_LIMIT}")
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def redact_url(url: str) -> str:
