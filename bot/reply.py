@@ -4,7 +4,9 @@ Never twice: the reply's record key is written on the document *before* posting,
 that finds a record under that key records it instead of posting again. A thread muted or
 closed to replies since ingest ends in ``skipped``. A 429 waits for its reset (``waitUntil``)
 and is not an attempt. The reply waits until the built page answers (``pageWaitSince``; not an
-attempt either), and gives up with ``error`` after ``bot.page_wait``.
+attempt either), and gives up with ``error`` after ``bot.page_wait``. While the bot's account
+(``bsky:HANDLE``) or the platform (``bsky``) is paused (``ledger/pause.py``), replies wait too:
+nothing is written, nothing is counted as an attempt, and the run says how many are ``paused``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger import Conflict, Context, Forbidden, Ledger, LedgerError, TickEvent
+from ledger.pause import pause_of, paused
 from platforms import AuthFailure, FetchRefused, PlatformError, RateLimited
 from platforms.bluesky import Bluesky, new_rkey
 from vault import held_for
@@ -56,7 +59,7 @@ def reply(event: TickEvent, ctx: Context) -> dict[str, int]:
     except LedgerError:
         version = None  # flagged or missing: bluesky(ctx) below says so, when a mention is due
     replier = Replier(ctx.db, s.reply_template, pages=PageCheck(ctx.fetch, int(s.page_wait * 1000)),
-                      credential=cred, session_version=version)
+                      credential=cred, session_version=version, paused=pause_of(paused(ctx.db), "bsky", s.handle) is not None)
     return replier.run(lambda: bluesky(ctx))
 
 
@@ -95,12 +98,13 @@ class Replier:
     with ``{url}`` where the page's link goes and ``{title}`` where what was built is named."""
 
     def __init__(self, db: Ledger, template: str = "Your {title} is ready: {url}", *, pages: PageCheck | None = None,
-                 credential: str = "bluesky", session_version: int | None = None) -> None:
+                 credential: str = "bluesky", session_version: int | None = None, paused: bool = False) -> None:
         self.db = db  # bound to tick:reply
         self.template = template
         self.pages = pages or PageCheck(None, 0)
         self.credential = credential
         self.session_version = session_version  # the credential's version now: a held reply waits for a newer one
+        self.paused = paused  # the bot's account or Bluesky is paused: every reply waits, untouched
 
     def _still_held(self, doc: dict[str, Any]) -> bool:
         """Held after Bluesky refused the session, and the vault has no newer session yet."""
@@ -117,6 +121,8 @@ class Replier:
         built = [d for d in self.db.query_all(DB, "status", "built") if d.get("kind") == "mention"]
         due = [d for d in built if int(d.get("waitUntil") or 0) <= self.now()]
         counts: dict[str, int] = {}
+        if self.paused and due:
+            return {"paused": len(due)}
         held = [d for d in due if self._still_held(d)]
         if held:
             counts["held"] = len(held)

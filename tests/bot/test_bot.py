@@ -610,3 +610,29 @@ def test_the_reply_never_posts_a_url_it_has_not_seen_answer(env, url, words):
     d = env.store.get("requests", job)
     assert d["status"] == "error" and "is not posted" in d["lastError"] and words in d["lastError"], d["lastError"]
     assert create.call_count == 0
+
+
+@respx.mock(assert_all_called=False)
+def test_replies_wait_while_the_bots_account_or_bluesky_is_paused_and_touch_nothing(env):
+    """An operator pausing ``bsky:HANDLE`` (or ``bsky``) stops the bot's replies too: the reply
+    tick writes nothing, calls nothing and counts the waiting replies as ``paused``."""
+    from bot.reply import reply
+    from bot.settings import BotSettings
+    from ledger import Context
+    from ledger.pause import pause, resume
+    from ledger.scheduler import TickEvent
+
+    before = env.store.get("requests", built(env))
+    calls = respx.route(host="pds.test").mock(return_value=httpx.Response(500))
+    operator = Ledger(env.store, "user:ana", env.clock)
+    ctx = Context(db=Ledger(env.store, "tick:reply", env.clock), clock=env.clock, name="reply",
+                  settings=BotSettings(handle="skybot.test"))
+    event = TickEvent("reply", env.clock.now_ms(), False)
+    for target in ("bsky:skybot.test", "bsky"):
+        pause(operator, target, "the shop is checking its wording")
+        assert reply(event, ctx) == {"paused": 1}
+        resume(operator, target)
+    assert env.store.get("requests", before["_id"])["_rev"] == before["_rev"] and not calls.called
+    pause(operator, "bsky:someone-else.test", "another account")
+    with pytest.raises(Exception, match="no vault"):  # not held by another account's pause: it goes for the session
+        reply(event, ctx)
