@@ -1,7 +1,8 @@
 """SQLite backend: the embedded default. One file, WAL mode, no server to start.
 
 Writes are serialized by SQLite itself (``BEGIN IMMEDIATE``), so the change log's sequence
-numbers are in commit order. Writers in this process wake the feed directly; other processes
+numbers are in commit order; the writers of one machine queue before it on a kernel lock
+(``<db>.wlock``, ``ledger/writelock.py``), with a bounded wait. Writers in this process wake the feed directly; other processes
 that listen are woken after each commit by a datagram on their socket in ``<db>.wake/``
 (``ledger/wake.py``), with a ``PRAGMA data_version`` poll every second as a safety net. Where
 those sockets cannot be used (or ``SKYHUB_SQLITE_WAKE=poll``), the poll runs every 10 ms.
@@ -30,6 +31,8 @@ from .schema import SQLITE, compile_queries
 from .sql import SQLStore
 from .wake import AVAILABLE as SOCKETS_AVAILABLE
 from .wake import Listener, Peers, WakeUnavailable, new_token, wake_folder
+from .writelock import WAIT_S as WRITER_WAIT_S
+from .writelock import WriterLock
 
 log = logging.getLogger(__name__)
 
@@ -60,18 +63,22 @@ class SQLiteBase(SQLStore):
     dialect = SQLITE
     q = compile_queries(SQLITE)
     _pool: Connections
+    writer_lock: WriterLock | None = None  # the file store's kernel writer lock (ledger/writelock.py)
 
     def _op(self) -> _Lease:
         return _Lease(self._pool)
 
     @contextmanager
     def _tx(self, bookkeeping: bool = False) -> Iterator[Any]:
-        # Other writers (threads or processes) are waited for by _retry_busy: short retries
-        # rather than SQLite's growing sleeps. (A Python lock for this process's threads was
-        # measured slower: docs/benchmarks.md.)
+        # Other writers of this machine are waited for on the writer lock (woken by the kernel when
+        # the last one commits, for at most its bound); past that, and for writers that do not take
+        # it, _retry_busy: short retries rather than SQLite's growing sleeps.
         conn = self._pool.get()
         broken = False
+        lock = self.writer_lock
+        locked = False
         try:
+            locked = lock.acquire() if lock is not None else False
             cur = _Cursor(conn.cursor())
             cur.execute("BEGIN IMMEDIATE")  # waits (briefly, repeatedly) while another process writes
             try:
@@ -85,6 +92,8 @@ class SQLiteBase(SQLStore):
                 broken = not _rollback(conn)
                 raise BackendError(f"SQLite commit failed: {exc.reason}") from exc
         finally:
+            if locked:
+                lock.release()  # type: ignore[union-attr]
             self._pool.put(conn, broken=broken)
 
     _schema_tx = _tx
@@ -105,7 +114,7 @@ class SQLiteStore(SQLiteBase):
     def __init__(
         self, path: str, rules: Rules | None, clock: Clock, *,
         pool_size: int = POOL_SIZE, wake: str = "sockets", poll_interval: float | None = None,
-        wal_limit: int = WAL_LIMIT,
+        wal_limit: int = WAL_LIMIT, writer_wait: float = WRITER_WAIT_S,
     ) -> None:
         if wake not in WAKE_MODES:
             raise Invalid(f"SQLite wake-ups must be one of {', '.join(WAKE_MODES)}, not {wake!r}")
@@ -113,6 +122,10 @@ class SQLiteStore(SQLiteBase):
         self.path = path
         self.wal_limit = wal_limit
         self._pool = _Pool(self._connect, pool_size, BUSY_WAIT_S)
+        try:
+            self.writer_lock = WriterLock(path, writer_wait)
+        except OSError as exc:  # a read-only folder, say: SQLite's own locking alone, as before
+            log.warning("sqlite: no writer lock beside %s (%s); writers wait by retrying", path, exc.strerror or exc)
         self._closed = threading.Event()
         self._poller: threading.Thread | None = None
         self._poller_lock = threading.Lock()
@@ -239,6 +252,8 @@ class SQLiteStore(SQLiteBase):
         if self._peers is not None:
             self._peers.close()
         self.wal_bound.close()
+        if self.writer_lock is not None:
+            self.writer_lock.close()
 
 
 BUSY_WAIT_S = 30.0
