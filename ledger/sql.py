@@ -122,8 +122,8 @@ class SQLStore:
     def _start_wakeups(self) -> None:
         """Begin telling listeners about other processes' commits (if the backend can)."""
 
-    def _committed(self) -> None:
-        """A write just committed (called after COMMIT, in the writer's thread; must not raise)."""
+    def _committed(self, db: str, actor: str) -> None:
+        """A write of ``actor`` to ``db`` just committed (called after COMMIT, in the writer's thread; must not raise)."""
 
     # ---- schema and field indexes --------------------------------------------------
     def _open_schema(self) -> None:
@@ -335,7 +335,7 @@ class SQLStore:
         out = with_meta(body, id, rev, deleted)
         if self._listeners:
             self._wake(Change(seq, db, id, rev, out, deleted, actor, now))
-        self._committed()
+        self._committed(db, actor)
         return out
 
     def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:

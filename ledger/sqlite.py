@@ -159,12 +159,12 @@ class SQLiteStore(SQLiteBase):
         return conn
 
     # ---- after a commit: checkpoints, and wake-ups for other processes --------------
-    def _committed(self) -> None:
+    def _committed(self, db: str, actor: str) -> None:
         # Runs after COMMIT in the writer's thread; nothing here may fail the write. Other
         # processes first: a truncate past the WAL limit may wait for readers.
         if self._peers is not None:
             try:
-                self._peers.notify()
+                self._peers.notify(db, actor)
             except Exception as exc:  # noqa: BLE001 - logged; listeners fall back to their poll
                 self._warn("notify", "sqlite: could not wake other processes (they will poll): %s", exc)
         try:
@@ -215,13 +215,17 @@ class SQLiteStore(SQLiteBase):
             next_poll = time.monotonic() + interval
             while not self._closed.is_set():
                 if listener is not None:
-                    woke = listener.wait(next_poll - time.monotonic())
+                    hints = listener.wait(next_poll - time.monotonic())
                     if self._closed.is_set():
                         break
-                    if woke:
+                    if hints:
                         # read before waking: a commit after this read moves it, and the poll sees it
                         last = conn.execute("PRAGMA data_version").fetchone()[0]
-                        self._wake(None)
+                        if None in hints:
+                            self._wake(None)
+                        else:  # only the handlers that want such a commit (a skip-own worker not by its own)
+                            for db, actor in hints:  # type: ignore[misc]
+                                self._wake_elsewhere(db, actor)
                         continue
                 elif self._closed.wait(max(0.0, next_poll - time.monotonic())):
                     break

@@ -2,8 +2,10 @@
 store, in a folder beside the database (``skyhub.db.wake/`` for ``skyhub.db``).
 
 - A store that subscribes binds ``<folder>/<pid>-<token>.sock`` and a thread waits on it.
-- A store that commits sends a tiny datagram (its own token) to every *other* socket in the
-  folder, after COMMIT. It never sends to its own socket (it wakes its own listeners
+- A store that commits sends a tiny datagram (``<its token> <db> <actor>``, the commit's database
+  and actor as hints, as PostgreSQL's NOTIFY carries them) to every *other* socket in the folder,
+  after COMMIT: a feed whose handlers skip that actor's writes, or read other databases, is not
+  woken for it. A datagram of the token alone (no hint) wakes every handler. It never sends to its own socket (it wakes its own listeners
   directly), and a datagram carrying the receiver's own token is ignored.
 - A socket nobody is bound to any more (its process was killed: ``ECONNREFUSED``) is removed
   by the first sender that finds it; a store that closes removes its own socket, and the
@@ -44,6 +46,10 @@ RELIST_S = 1.0  # the peer list is read again at least this often
 RACY_NS = 2_000_000_000  # a listing this close to the folder's mtime is not trusted (mtime granularity: up to 2 s)
 ADDRESS_MAX = 107  # bytes of a socket path (sun_path holds 108 with the NUL)
 NAME_MAX = 24  # "<pid>-<8 hex>.sock"
+DATAGRAM_MAX = 512  # a longer hint is not sent (the token alone wakes every handler)
+
+Hint = tuple[str, str] | None
+"""What a wake-up says of the commit: (db, actor), or None (anything may have changed)."""
 
 AVAILABLE = hasattr(socket, "AF_UNIX") and sys.platform != "win32"
 
@@ -78,16 +84,22 @@ class Peers:
         self._refused: set[str] = set()
         self._lock = threading.Lock()
 
-    def notify(self) -> int:
-        """Send the wake-up datagram to every other listening store; how many were sent."""
+    def notify(self, db: str | None = None, actor: str | None = None) -> int:
+        """Send the wake-up datagram (with the commit's ``db`` and ``actor`` as hints, when given) to
+        every other listening store; how many were sent."""
         names = self._list()
         if not names:
             return 0
         sock = self._sock or self._open()
+        data = self.token
+        if db is not None and actor is not None:
+            hinted = b" ".join((self.token, db.encode(), actor.encode()))
+            if len(hinted) <= DATAGRAM_MAX:
+                data = hinted
         sent = 0
         for name in names:
             try:
-                sock.sendto(self.token, os.path.join(self.folder, name))
+                sock.sendto(data, os.path.join(self.folder, name))
                 sent += 1
             except BlockingIOError:
                 pass  # its queue is full: it has wake-ups waiting already
@@ -178,17 +190,27 @@ class Listener:
                 raise WakeUnavailable(f"cannot listen on {self.path}: {exc.strerror or exc}") from exc
         raise WakeUnavailable(f"{self.folder} kept disappearing")
 
-    def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for datagrams; True if one came from another store."""
+    def wait(self, timeout: float) -> list[Hint]:
+        """Wait up to ``timeout`` seconds for datagrams; the hints of those from other stores, each
+        (db, actor) once, in order (None: a wake-up without one); empty when none came."""
         if not self._poll.poll(max(timeout, 0.0) * 1000):
-            return False
-        woke = False
+            return []
+        hints: dict[Hint, None] = {}
         while True:  # take every wake-up queued meanwhile: one wake for all of them
             try:
-                data = self._sock.recv(64)
+                data = self._sock.recv(DATAGRAM_MAX)
             except BlockingIOError:
-                return woke
-            woke = woke or data != self.token
+                return list(hints)
+            parts = data.split(b" ", 2)
+            if parts[0] == self.token:
+                continue
+            hint: Hint = None
+            if len(parts) == 3:
+                try:
+                    hint = (parts[1].decode(), parts[2].decode())
+                except UnicodeDecodeError:
+                    pass
+            hints[hint] = None
 
     def interrupt(self) -> None:
         """Make a ``wait`` in another thread return now (with a datagram of our own)."""
