@@ -29,6 +29,7 @@ from .errors import BackendError, Invalid, LedgerError
 from .machine import Rules
 from .schema import SQLITE, compile_queries
 from .sql import SQLStore
+from .store import Want
 from .wake import AVAILABLE as SOCKETS_AVAILABLE
 from .wake import Listener, Peers, WakeUnavailable, new_token, wake_folder
 from .writelock import WAIT_S as WRITER_WAIT_S
@@ -205,6 +206,15 @@ class SQLiteStore(SQLiteBase):
                                 exc, self._poll_interval or POLL_S)
             self._poller = threading.Thread(target=self._watch, args=(conn, version), name="sqlite-wakeups", daemon=True)
             self._poller.start()
+
+    def _publish_wants(self, wants: list[Want] | None) -> None:
+        listener = self._listener
+        if listener is None:
+            return
+        try:
+            listener.publish(wants)
+        except OSError as exc:  # senders then send everything: only slower
+            self._warn("wants", "sqlite: could not publish what this process's feeds want: %s", exc)
 
     def _watch(self, conn: sqlite3.Connection, last: int) -> None:
         """Wake this store's listeners for other processes' commits: on a datagram at once,

@@ -5,7 +5,12 @@ store, in a folder beside the database (``skyhub.db.wake/`` for ``skyhub.db``).
 - A store that commits sends a tiny datagram (``<its token> <db> <actor>``, the commit's database
   and actor as hints, as PostgreSQL's NOTIFY carries them) to every *other* socket in the folder,
   after COMMIT: a feed whose handlers skip that actor's writes, or read other databases, is not
-  woken for it. A datagram of the token alone (no hint) wakes every handler. It never sends to its own socket (it wakes its own listeners
+  woken for it. A datagram of the token alone (no hint) wakes every handler.
+- Beside its socket a store may publish what its feeds want (``<pid>-<token>.want``: JSON, the
+  databases and the actor each skips); a sender sends that socket no datagram for a commit none
+  of them wants (a jobs worker gets none for the other workers' claims). No file, or one that
+  cannot be read, means everything. The file is replaced (rename: the folder's mtime moves, so
+  senders read it again) when the store's wants widen; they never narrow while it listens. It never sends to its own socket (it wakes its own listeners
   directly), and a datagram carrying the receiver's own token is ignored.
 - A socket nobody is bound to any more (its process was killed: ``ECONNREFUSED``) is removed
   by the first sender that finds it; a store that closes removes its own socket, and the
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import logging
 import os
 import secrets
@@ -47,6 +53,9 @@ RACY_NS = 2_000_000_000  # a listing this close to the folder's mtime is not tru
 ADDRESS_MAX = 107  # bytes of a socket path (sun_path holds 108 with the NUL)
 NAME_MAX = 24  # "<pid>-<8 hex>.sock"
 DATAGRAM_MAX = 512  # a longer hint is not sent (the token alone wakes every handler)
+
+WANTS = ".want"
+Wants = list[tuple[frozenset[str], str | None]] | None  # None: every commit
 
 Hint = tuple[str, str] | None
 """What a wake-up says of the commit: (db, actor), or None (anything may have changed)."""
@@ -82,6 +91,7 @@ class Peers:
         self._trusted = False
         self._expires = 0.0
         self._refused: set[str] = set()
+        self._wants: dict[str, Wants] = {}
         self._lock = threading.Lock()
 
     def notify(self, db: str | None = None, actor: str | None = None) -> int:
@@ -98,6 +108,9 @@ class Peers:
                 data = hinted
         sent = 0
         for name in names:
+            wants = self._wants.get(name)
+            if wants is not None and db is not None and not any(db in dbs and actor != skip for dbs, skip in wants):
+                continue  # none of its feeds acts on this commit
             try:
                 sock.sendto(data, os.path.join(self.folder, name))
                 sent += 1
@@ -136,6 +149,7 @@ class Peers:
             n for n in os.listdir(self.folder)
             if n.endswith(".sock") and n != self.own and n not in self._refused
         )
+        self._wants = {n: read_wants(os.path.join(self.folder, n[: -len(".sock")] + WANTS)) for n in names}
         self._names, self._mtime = names, mtime
         self._trusted = time.time_ns() - mtime >= RACY_NS
         self._expires = time.monotonic() + RELIST_S
@@ -146,6 +160,10 @@ class Peers:
         try:
             os.unlink(path)
             log.info("sqlite: removed the wake-up socket of a process that is gone: %s", path)
+        except OSError:
+            pass
+        try:
+            os.unlink(path[: -len(".sock")] + WANTS)
         except OSError:
             pass
         self._mtime = -1
@@ -212,6 +230,15 @@ class Listener:
                     pass
             hints[hint] = None
 
+    def publish(self, wants: list[tuple[tuple[str, ...], str | None]] | None) -> None:
+        """Tell senders which commits this store's feeds want (None: all), replacing what it said."""
+        path = self.path[: -len(".sock")] + WANTS
+        body = {"all": True} if wants is None else {"wants": [[list(dbs), skip] for dbs, skip in wants]}
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(body, f)
+        os.replace(tmp, path)
+
     def interrupt(self) -> None:
         """Make a ``wait`` in another thread return now (with a datagram of our own)."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
@@ -224,11 +251,23 @@ class Listener:
     def close(self) -> None:
         """Close the socket and remove its file, and the folder when no one else listens."""
         self._sock.close()
-        for remove, path in ((os.unlink, self.path), (os.rmdir, self.folder)):
+        wants = self.path[: -len(".sock")] + WANTS
+        for remove, path in ((os.unlink, self.path), (os.unlink, wants), (os.rmdir, self.folder)):
             try:
                 remove(path)
             except OSError:
                 pass  # already gone, or another process still listens
+
+
+def read_wants(path: str) -> Wants:
+    """What a listening store published (``Listener.publish``); None (everything) when there is
+    no such file or it cannot be read."""
+    try:
+        with open(path) as f:
+            body = json.load(f)
+        return [(frozenset(str(d) for d in dbs), None if skip is None else str(skip)) for dbs, skip in body["wants"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def new_token() -> bytes:

@@ -71,8 +71,9 @@ def test_a_handler_in_another_process_is_woken_by_the_commit_not_by_a_poll(tmp_p
     try:
         folder = Path(wake_folder(str(db)))
         assert folder == tmp_path / "skyhub.db.wake"
-        (socket,) = folder.iterdir()
+        socket, wants = sorted(folder.iterdir(), key=lambda p: p.suffix != ".sock")
         assert socket.name.startswith(f"{proc.pid}-") and socket.name.endswith(".sock") and socket.is_socket()
+        assert wants.name == socket.name.replace(".sock", ".want")  # what its feed wants of others' commits
         for i in range(3):
             writer.put("notes", {"i": i}, f"n{i}", actor="user:ana")
             assert wait_for(log, f"n{i}", PROMPT_S), f"change {i} not handled within {PROMPT_S:g} s: no wake-up came"
@@ -98,9 +99,9 @@ def test_the_socket_of_a_killed_process_is_removed_by_the_next_commit(tmp_path, 
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     folder = Path(wake_folder(str(db)))
-    (orphan,) = folder.iterdir()
+    orphan, wants = sorted(folder.iterdir(), key=lambda p: p.suffix != ".sock")
     writer.put("notes", {"i": 0}, "n0", actor="user:ana")
-    assert not orphan.exists()
+    assert not orphan.exists() and not wants.exists()
     survivor = start_feed(db, tmp_path / "feed2.log", "--poll-s", "30")
     try:
         writer.put("notes", {"i": 1}, "n1", actor="user:ana")

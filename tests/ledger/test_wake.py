@@ -217,3 +217,20 @@ def test_a_skip_own_feed_is_not_woken_by_its_own_writes_from_another_process(sto
         feed.stop()
     assert got == ["n0", "n9"]
     assert len(claims) - before == 1, f"{len(claims) - before} claims for one change to deliver: woken by its own writes"
+
+
+def test_a_writer_sends_no_datagram_for_a_commit_no_feed_of_the_listener_wants(stores):
+    writer, worker = stores(handlers_may_write_notes()), stores(poll_interval=30)
+    handler = Handler("worker", ["notes"], lambda change, ctx: None, skip_own=True)
+    feed = Feed(worker, [handler], clock=SYSTEM, idle_interval=60)
+    feed.start()
+    try:
+        assert writer._peers.notify("notes", handler.actor) == 0, "sent the worker a wake-up for its own kind of write"
+        assert writer._peers.notify("other", "user:ana") == 0, "sent a wake-up for a database no feed reads"
+        assert writer._peers.notify("notes", "user:ana") == 1
+        assert writer._peers.notify() == 1  # no hint: always sent
+        worker.subscribe(lambda change: None)  # a listener that wants everything widens what the store asks for
+        assert writer._peers.notify("notes", handler.actor) == 1
+        assert writer._peers.notify("other", "user:ana") == 1
+    finally:
+        feed.stop()
