@@ -93,6 +93,7 @@ class SQLStore:
         self._listeners: list[tuple[Callable[[Any], None], bool]] = []
         self._listeners_lock = threading.Lock()
         self._wants: list[Want] | None = []  # what this store's listeners want of others' commits (None: all)
+        self._publish_lock = threading.Lock()
         self.catalog = IndexCatalog(self.dialect, self.q)
         self._search_sql: dict[bool, SearchSQL] = {}
 
@@ -200,9 +201,11 @@ class SQLStore:
                 self._wants = None
             elif self._wants is not None:
                 self._wants = sorted(set(self._wants) | {(tuple(dbs), skip) for dbs, skip in wants}, key=lambda w: (w[0], w[1] or ""))
-            published = self._wants
         self._start_wakeups()
-        self._publish_wants(published)
+        with self._publish_lock:  # what is published is always the latest union (two subscribers at once)
+            with self._listeners_lock:
+                published = self._wants
+            self._publish_wants(published)
 
         def unsubscribe() -> None:
             with self._listeners_lock:
