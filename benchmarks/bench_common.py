@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -264,6 +264,30 @@ def check_alive(procs: Sequence[Any]) -> None:
     for p in procs:
         if not p.is_alive():
             raise RuntimeError(f"child process {p.name} exited early (exit code {p.exitcode})")
+
+
+def wait_for_count(
+    count: Callable[[], int], target: int, procs: Sequence[Any], timeout: float, *, what: str,
+    explain: Callable[[], str] | None = None, stall: float = 60.0,
+) -> float:
+    """Until ``count()`` reaches ``target`` (each system's "N done" loop): returns the wall time it
+    did; fails when a child died, after ``timeout`` seconds, or after ``stall`` seconds without
+    progress, saying ``"<done> of <target> <what>, <why>"`` and ``explain()``'s details."""
+    deadline = time.monotonic() + timeout
+    last, last_change = -1, time.monotonic()
+    while True:
+        done = count()
+        if done >= target:
+            return time.time()
+        if done != last:
+            last, last_change = done, time.monotonic()
+        check_alive(procs)
+        now = time.monotonic()
+        if now > deadline or now - last_change > stall:
+            why = f"after {timeout:g} s" if now > deadline else f"no progress for {stall:g} s"
+            details = f"; {explain()}" if explain is not None else ""
+            raise TimeoutError(f"{done} of {target} {what}, {why}{details}")
+        time.sleep(0.05)
 
 
 def wait_ready(ready: Any, count: int, procs: Sequence[Any], timeout: float = 60.0) -> None:

@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from bench_common import SPAWN, check_alive, start_child, stop_children, wait_ready
+from bench_common import SPAWN, start_child, stop_children, wait_for_count, wait_ready
 
 SETTLE = 0.5
 POLLS: dict[str, tuple[float, float, float]] = {  # name: (initial_delay, backoff, max_delay), huey_consumer's -d -b -m
@@ -93,21 +93,8 @@ def _lines(path: str) -> int:
         return sum(1 for _ in f)
 
 
-def _wait(out_dir: str, target: int, procs: list[Any], timeout: float, stall: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    last, last_change = -1, time.monotonic()
-    while True:
-        done = len(_read(out_dir))
-        if done >= target:
-            return
-        if done != last:
-            last, last_change = done, time.monotonic()
-        check_alive(procs)
-        now = time.monotonic()
-        if now > deadline or now - last_change > stall:
-            why = f"after {timeout:g} s" if now > deadline else f"no progress for {stall:g} s"
-            raise TimeoutError(f"{done} of {target} huey tasks ran, {why}")
-        time.sleep(0.05)
+def _wait(out_dir: str, target: int, procs: list[Any], timeout: float) -> None:
+    wait_for_count(lambda: len(_read(out_dir)), target, procs, timeout, what="huey tasks ran")
 
 
 def jobs_end_to_end(n: int, workers: int, worker_type: str = "process", poll: str = "defaults",

@@ -16,7 +16,7 @@ import queue
 import time
 from typing import Any
 
-from bench_common import SPAWN, check_alive, scalar, start_child, stop_children, summary_ms, wait_ready
+from bench_common import SPAWN, check_alive, scalar, start_child, stop_children, summary_ms, wait_for_count, wait_ready
 
 SETTLE = 0.5
 _OUT: Any = None  # in a worker process: where the ping task reports its start time
@@ -136,24 +136,15 @@ def _count_succeeded(conn: Any, after_id: int) -> int:
     )))
 
 
-def _wait_succeeded(conn: Any, after_id: int, target: int, procs: list[Any], timeout: float, stall: float = 60.0) -> float:
-    deadline = time.monotonic() + timeout
-    last, last_change = -1, time.monotonic()
-    while True:
-        done = _count_succeeded(conn, after_id)
-        if done >= target:
-            return time.time()
-        if done != last:
-            last, last_change = done, time.monotonic()
-        check_alive(procs)
-        now = time.monotonic()
-        if now > deadline or now - last_change > stall:
-            why = f"after {timeout:g} s" if now > deadline else f"no progress for {stall:g} s"
-            statuses = dict(conn.execute(
-                "SELECT status::text, count(*) FROM procrastinate_jobs WHERE id > %s GROUP BY 1", (after_id,)
-            ).fetchall())
-            raise TimeoutError(f"{done} of {target} tasks succeeded, {why}; jobs by status: {statuses}")
-        time.sleep(0.05)
+def _wait_succeeded(conn: Any, after_id: int, target: int, procs: list[Any], timeout: float) -> float:
+    def statuses() -> str:
+        rows = conn.execute(
+            "SELECT status::text, count(*) FROM procrastinate_jobs WHERE id > %s GROUP BY 1", (after_id,)
+        ).fetchall()
+        return f"jobs by status: {dict(rows)}"
+
+    return wait_for_count(lambda: _count_succeeded(conn, after_id), target, procs, timeout,
+                          what="tasks succeeded", explain=statuses)
 
 
 def jobs_end_to_end(url: str, n: int, workers: int, warmup: int = 50) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from bench_common import SPAWN, check_alive, start_child, stop_children, summary_ms, wait_ready
+from bench_common import SPAWN, check_alive, start_child, stop_children, summary_ms, wait_for_count, wait_ready
 
 from ledger import SYSTEM, Feed, Handler, Ledger, Rules, deadletter_machine, open_store
 from ledger.jobs import JOBS, jobs_handler
@@ -200,22 +200,10 @@ class DoneCounter:
         self.conn.close()
 
 
-def _wait_done(counter: DoneCounter, target: int, procs: list[Any], timeout: float, stall: float = 60.0) -> float:
-    """Until ``target`` jobs are done; fails after ``timeout`` or ``stall`` seconds without progress."""
-    deadline = time.monotonic() + timeout
-    last, last_change = -1, time.monotonic()
-    while True:
-        done = counter.count()
-        if done >= target:
-            return time.time()
-        if done != last:
-            last, last_change = done, time.monotonic()
-        check_alive(procs)
-        now = time.monotonic()
-        if now > deadline or now - last_change > stall:
-            why = f"after {timeout:g} s" if now > deadline else f"no progress for {stall:g} s"
-            raise TimeoutError(f"{done} of {target} jobs done, {why}; jobs by status: {counter.statuses()}")
-        time.sleep(0.05)
+def _wait_done(counter: DoneCounter, target: int, procs: list[Any], timeout: float) -> float:
+    """Until ``target`` jobs are done; fails after ``timeout`` or a minute without progress."""
+    return wait_for_count(counter.count, target, procs, timeout, what="jobs done",
+                          explain=lambda: f"jobs by status: {counter.statuses()}")
 
 
 def _create(store: Any, n: int, start: int) -> list[str]:

@@ -137,7 +137,8 @@ class Feed:
     # ---- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
         """Run every handler on its own thread, woken by commits, until ``stop()``."""
-        self._unsubscribe = self.store.subscribe(self._on_commit, hints=True)
+        wants = [(tuple(h.dbs), h.actor if h.skip_own else None) for h in self.handlers]
+        self._unsubscribe = self.store.subscribe(self._on_commit, hints=True, wants=wants)
         for h in self.handlers:
             self._spawn(h, None)
 

@@ -53,6 +53,7 @@ from .store import (
     SearchPage,
     StatusCount,
     TickRun,
+    Want,
 )
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,8 @@ class SQLStore:
         self._clock = clock  # its own: revisions' and leases' times (nobody reads the time through a store)
         self._listeners: list[tuple[Callable[[Any], None], bool]] = []
         self._listeners_lock = threading.Lock()
+        self._wants: list[Want] | None = []  # what this store's listeners want of others' commits (None: all)
+        self._publish_lock = threading.Lock()
         self.catalog = IndexCatalog(self.dialect, self.q)
         self._search_sql: dict[bool, SearchSQL] = {}
 
@@ -122,8 +125,11 @@ class SQLStore:
     def _start_wakeups(self) -> None:
         """Begin telling listeners about other processes' commits (if the backend can)."""
 
-    def _committed(self) -> None:
-        """A write just committed (called after COMMIT, in the writer's thread; must not raise)."""
+    def _publish_wants(self, wants: list[Want] | None) -> None:
+        """Tell other processes which of their commits this store's listeners act on (None: all)."""
+
+    def _committed(self, db: str, actor: str) -> None:
+        """A write of ``actor`` to ``db`` just committed (called after COMMIT, in the writer's thread; must not raise)."""
 
     # ---- schema and field indexes --------------------------------------------------
     def _open_schema(self) -> None:
@@ -181,13 +187,25 @@ class SQLStore:
         self._read_indexes()
 
     # ---- listeners -----------------------------------------------------------------
-    def subscribe(self, listener: Listener | HintedListener, *, hints: bool = False) -> Callable[[], None]:
+    def subscribe(
+        self, listener: Listener | HintedListener, *, hints: bool = False, wants: Sequence[Want] | None = None,
+    ) -> Callable[[], None]:
         """Call ``listener`` after every commit (see ``Listener``); with ``hints``, a commit by
-        another process comes as an ``Elsewhere`` when the backend can say which (``HintedListener``)."""
+        another process comes as an ``Elsewhere`` when the backend can say which (``HintedListener``).
+        ``wants`` (with ``hints``): what of other processes' commits it acts on (``Want``); the store
+        tells other processes the union of its listeners' (``_publish_wants``), widened, never narrowed."""
         entry: tuple[Callable[[Any], None], bool] = (listener, hints)
         with self._listeners_lock:
             self._listeners.append(entry)
+            if wants is None or not hints:
+                self._wants = None
+            elif self._wants is not None:
+                self._wants = sorted(set(self._wants) | {(tuple(dbs), skip) for dbs, skip in wants}, key=lambda w: (w[0], w[1] or ""))
         self._start_wakeups()
+        with self._publish_lock:  # what is published is always the latest union (two subscribers at once)
+            with self._listeners_lock:
+                published = self._wants
+            self._publish_wants(published)
 
         def unsubscribe() -> None:
             with self._listeners_lock:
@@ -335,7 +353,7 @@ class SQLStore:
         out = with_meta(body, id, rev, deleted)
         if self._listeners:
             self._wake(Change(seq, db, id, rev, out, deleted, actor, now))
-        self._committed()
+        self._committed(db, actor)
         return out
 
     def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:

@@ -1,7 +1,8 @@
 """SQLite backend: the embedded default. One file, WAL mode, no server to start.
 
 Writes are serialized by SQLite itself (``BEGIN IMMEDIATE``), so the change log's sequence
-numbers are in commit order. Writers in this process wake the feed directly; other processes
+numbers are in commit order; the writers of one machine queue before it on a kernel lock
+(``<db>.wlock``, ``ledger/writelock.py``), with a bounded wait. Writers in this process wake the feed directly; other processes
 that listen are woken after each commit by a datagram on their socket in ``<db>.wake/``
 (``ledger/wake.py``), with a ``PRAGMA data_version`` poll every second as a safety net. Where
 those sockets cannot be used (or ``SKYHUB_SQLITE_WAKE=poll``), the poll runs every 10 ms.
@@ -28,8 +29,11 @@ from .errors import BackendError, Invalid, LedgerError
 from .machine import Rules
 from .schema import SQLITE, compile_queries
 from .sql import SQLStore
+from .store import Want
 from .wake import AVAILABLE as SOCKETS_AVAILABLE
 from .wake import Listener, Peers, WakeUnavailable, new_token, wake_folder
+from .writelock import WAIT_S as WRITER_WAIT_S
+from .writelock import WriterLock
 
 log = logging.getLogger(__name__)
 
@@ -60,18 +64,22 @@ class SQLiteBase(SQLStore):
     dialect = SQLITE
     q = compile_queries(SQLITE)
     _pool: Connections
+    writer_lock: WriterLock | None = None  # the file store's kernel writer lock (ledger/writelock.py)
 
     def _op(self) -> _Lease:
         return _Lease(self._pool)
 
     @contextmanager
     def _tx(self, bookkeeping: bool = False) -> Iterator[Any]:
-        # Other writers (threads or processes) are waited for by _retry_busy: short retries
-        # rather than SQLite's growing sleeps. (A Python lock for this process's threads was
-        # measured slower: docs/benchmarks.md.)
+        # Other writers of this machine are waited for on the writer lock (woken by the kernel when
+        # the last one commits, for at most its bound); past that, and for writers that do not take
+        # it, _retry_busy: short retries rather than SQLite's growing sleeps.
         conn = self._pool.get()
         broken = False
+        lock = self.writer_lock
+        locked = False
         try:
+            locked = lock.acquire() if lock is not None else False
             cur = _Cursor(conn.cursor())
             cur.execute("BEGIN IMMEDIATE")  # waits (briefly, repeatedly) while another process writes
             try:
@@ -85,6 +93,8 @@ class SQLiteBase(SQLStore):
                 broken = not _rollback(conn)
                 raise BackendError(f"SQLite commit failed: {exc.reason}") from exc
         finally:
+            if locked:
+                lock.release()  # type: ignore[union-attr]
             self._pool.put(conn, broken=broken)
 
     _schema_tx = _tx
@@ -105,7 +115,7 @@ class SQLiteStore(SQLiteBase):
     def __init__(
         self, path: str, rules: Rules | None, clock: Clock, *,
         pool_size: int = POOL_SIZE, wake: str = "sockets", poll_interval: float | None = None,
-        wal_limit: int = WAL_LIMIT,
+        wal_limit: int = WAL_LIMIT, writer_wait: float = WRITER_WAIT_S,
     ) -> None:
         if wake not in WAKE_MODES:
             raise Invalid(f"SQLite wake-ups must be one of {', '.join(WAKE_MODES)}, not {wake!r}")
@@ -113,6 +123,10 @@ class SQLiteStore(SQLiteBase):
         self.path = path
         self.wal_limit = wal_limit
         self._pool = _Pool(self._connect, pool_size, BUSY_WAIT_S)
+        try:
+            self.writer_lock = WriterLock(path, writer_wait)
+        except OSError as exc:  # a read-only folder, say: SQLite's own locking alone, as before
+            log.warning("sqlite: no writer lock beside %s (%s); writers wait by retrying", path, exc.strerror or exc)
         self._closed = threading.Event()
         self._poller: threading.Thread | None = None
         self._poller_lock = threading.Lock()
@@ -146,12 +160,12 @@ class SQLiteStore(SQLiteBase):
         return conn
 
     # ---- after a commit: checkpoints, and wake-ups for other processes --------------
-    def _committed(self) -> None:
+    def _committed(self, db: str, actor: str) -> None:
         # Runs after COMMIT in the writer's thread; nothing here may fail the write. Other
         # processes first: a truncate past the WAL limit may wait for readers.
         if self._peers is not None:
             try:
-                self._peers.notify()
+                self._peers.notify(db, actor)
             except Exception as exc:  # noqa: BLE001 - logged; listeners fall back to their poll
                 self._warn("notify", "sqlite: could not wake other processes (they will poll): %s", exc)
         try:
@@ -193,6 +207,15 @@ class SQLiteStore(SQLiteBase):
             self._poller = threading.Thread(target=self._watch, args=(conn, version), name="sqlite-wakeups", daemon=True)
             self._poller.start()
 
+    def _publish_wants(self, wants: list[Want] | None) -> None:
+        listener = self._listener
+        if listener is None:
+            return
+        try:
+            listener.publish(wants)
+        except OSError as exc:  # senders then send everything: only slower
+            self._warn("wants", "sqlite: could not publish what this process's feeds want: %s", exc)
+
     def _watch(self, conn: sqlite3.Connection, last: int) -> None:
         """Wake this store's listeners for other processes' commits: on a datagram at once,
         and when ``PRAGMA data_version`` moved since the last wake-up (the poll)."""
@@ -202,13 +225,17 @@ class SQLiteStore(SQLiteBase):
             next_poll = time.monotonic() + interval
             while not self._closed.is_set():
                 if listener is not None:
-                    woke = listener.wait(next_poll - time.monotonic())
+                    hints = listener.wait(next_poll - time.monotonic())
                     if self._closed.is_set():
                         break
-                    if woke:
+                    if hints:
                         # read before waking: a commit after this read moves it, and the poll sees it
                         last = conn.execute("PRAGMA data_version").fetchone()[0]
-                        self._wake(None)
+                        if None in hints:
+                            self._wake(None)
+                        else:  # only the handlers that want such a commit (a skip-own worker not by its own)
+                            for db, actor in hints:  # type: ignore[misc]
+                                self._wake_elsewhere(db, actor)
                         continue
                 elif self._closed.wait(max(0.0, next_poll - time.monotonic())):
                     break
@@ -239,6 +266,8 @@ class SQLiteStore(SQLiteBase):
         if self._peers is not None:
             self._peers.close()
         self.wal_bound.close()
+        if self.writer_lock is not None:
+            self.writer_lock.close()
 
 
 BUSY_WAIT_S = 30.0

@@ -201,13 +201,21 @@ class Documents(Protocol):
         """Give back connections and stop background threads."""
 
 
+Want = tuple[tuple[str, ...], str | None]
+"""Commits a listener acts on: to one of these databases, by any actor but this one (None: any)."""
+
+
 class Coordination(Protocol):
     """What only a process that owns the database uses: commit wake-ups, the feed's cursors
     and batch leases, tick runs, and once-keys (request nonces)."""
 
-    def subscribe(self, listener: Listener | HintedListener, *, hints: bool = False) -> Callable[[], None]:
+    def subscribe(
+        self, listener: Listener | HintedListener, *, hints: bool = False, wants: Sequence[Want] | None = None,
+    ) -> Callable[[], None]:
         """Call ``listener`` after each commit (None, or an ``Elsewhere`` hint with ``hints``: another process
-        committed); returns an unsubscribe function."""
+        committed); returns an unsubscribe function. ``wants`` (with ``hints``): the other processes'
+        commits the listener acts on, as (databases, actor it skips or None); a backend may leave
+        the others out (SQLite then sends this process no datagram for them)."""
 
     def feed_claim(
         self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10, *, skip_actor: str | None = None,

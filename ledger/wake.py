@@ -2,8 +2,15 @@
 store, in a folder beside the database (``skyhub.db.wake/`` for ``skyhub.db``).
 
 - A store that subscribes binds ``<folder>/<pid>-<token>.sock`` and a thread waits on it.
-- A store that commits sends a tiny datagram (its own token) to every *other* socket in the
-  folder, after COMMIT. It never sends to its own socket (it wakes its own listeners
+- A store that commits sends a tiny datagram (``<its token> <db> <actor>``, the commit's database
+  and actor as hints, as PostgreSQL's NOTIFY carries them) to every *other* socket in the folder,
+  after COMMIT: a feed whose handlers skip that actor's writes, or read other databases, is not
+  woken for it. A datagram of the token alone (no hint) wakes every handler.
+- Beside its socket a store may publish what its feeds want (``<pid>-<token>.want``: JSON, the
+  databases and the actor each skips); a sender sends that socket no datagram for a commit none
+  of them wants (a jobs worker gets none for the other workers' claims). No file, or one that
+  cannot be read, means everything. The file is replaced (rename: the folder's mtime moves, so
+  senders read it again) when the store's wants widen; they never narrow while it listens. It never sends to its own socket (it wakes its own listeners
   directly), and a datagram carrying the receiver's own token is ignored.
 - A socket nobody is bound to any more (its process was killed: ``ECONNREFUSED``) is removed
   by the first sender that finds it; a store that closes removes its own socket, and the
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import logging
 import os
 import secrets
@@ -44,6 +52,13 @@ RELIST_S = 1.0  # the peer list is read again at least this often
 RACY_NS = 2_000_000_000  # a listing this close to the folder's mtime is not trusted (mtime granularity: up to 2 s)
 ADDRESS_MAX = 107  # bytes of a socket path (sun_path holds 108 with the NUL)
 NAME_MAX = 24  # "<pid>-<8 hex>.sock"
+DATAGRAM_MAX = 512  # a longer hint is not sent (the token alone wakes every handler)
+
+WANTS = ".want"
+Wants = list[tuple[frozenset[str], str | None]] | None  # None: every commit
+
+Hint = tuple[str, str] | None
+"""What a wake-up says of the commit: (db, actor), or None (anything may have changed)."""
 
 AVAILABLE = hasattr(socket, "AF_UNIX") and sys.platform != "win32"
 
@@ -76,18 +91,28 @@ class Peers:
         self._trusted = False
         self._expires = 0.0
         self._refused: set[str] = set()
+        self._wants: dict[str, Wants] = {}
         self._lock = threading.Lock()
 
-    def notify(self) -> int:
-        """Send the wake-up datagram to every other listening store; how many were sent."""
+    def notify(self, db: str | None = None, actor: str | None = None) -> int:
+        """Send the wake-up datagram (with the commit's ``db`` and ``actor`` as hints, when given) to
+        every other listening store; how many were sent."""
         names = self._list()
         if not names:
             return 0
         sock = self._sock or self._open()
+        data = self.token
+        if db is not None and actor is not None:
+            hinted = b" ".join((self.token, db.encode(), actor.encode()))
+            if len(hinted) <= DATAGRAM_MAX:
+                data = hinted
         sent = 0
         for name in names:
+            wants = self._wants.get(name)
+            if wants is not None and db is not None and not any(db in dbs and actor != skip for dbs, skip in wants):
+                continue  # none of its feeds acts on this commit
             try:
-                sock.sendto(self.token, os.path.join(self.folder, name))
+                sock.sendto(data, os.path.join(self.folder, name))
                 sent += 1
             except BlockingIOError:
                 pass  # its queue is full: it has wake-ups waiting already
@@ -124,6 +149,7 @@ class Peers:
             n for n in os.listdir(self.folder)
             if n.endswith(".sock") and n != self.own and n not in self._refused
         )
+        self._wants = {n: read_wants(os.path.join(self.folder, n[: -len(".sock")] + WANTS)) for n in names}
         self._names, self._mtime = names, mtime
         self._trusted = time.time_ns() - mtime >= RACY_NS
         self._expires = time.monotonic() + RELIST_S
@@ -134,6 +160,10 @@ class Peers:
         try:
             os.unlink(path)
             log.info("sqlite: removed the wake-up socket of a process that is gone: %s", path)
+        except OSError:
+            pass
+        try:
+            os.unlink(path[: -len(".sock")] + WANTS)
         except OSError:
             pass
         self._mtime = -1
@@ -178,17 +208,36 @@ class Listener:
                 raise WakeUnavailable(f"cannot listen on {self.path}: {exc.strerror or exc}") from exc
         raise WakeUnavailable(f"{self.folder} kept disappearing")
 
-    def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for datagrams; True if one came from another store."""
+    def wait(self, timeout: float) -> list[Hint]:
+        """Wait up to ``timeout`` seconds for datagrams; the hints of those from other stores, each
+        (db, actor) once, in order (None: a wake-up without one); empty when none came."""
         if not self._poll.poll(max(timeout, 0.0) * 1000):
-            return False
-        woke = False
+            return []
+        hints: dict[Hint, None] = {}
         while True:  # take every wake-up queued meanwhile: one wake for all of them
             try:
-                data = self._sock.recv(64)
+                data = self._sock.recv(DATAGRAM_MAX)
             except BlockingIOError:
-                return woke
-            woke = woke or data != self.token
+                return list(hints)
+            parts = data.split(b" ", 2)
+            if parts[0] == self.token:
+                continue
+            hint: Hint = None
+            if len(parts) == 3:
+                try:
+                    hint = (parts[1].decode(), parts[2].decode())
+                except UnicodeDecodeError:
+                    pass
+            hints[hint] = None
+
+    def publish(self, wants: list[tuple[tuple[str, ...], str | None]] | None) -> None:
+        """Tell senders which commits this store's feeds want (None: all), replacing what it said."""
+        path = self.path[: -len(".sock")] + WANTS
+        body = {"all": True} if wants is None else {"wants": [[list(dbs), skip] for dbs, skip in wants]}
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(body, f)
+        os.replace(tmp, path)
 
     def interrupt(self) -> None:
         """Make a ``wait`` in another thread return now (with a datagram of our own)."""
@@ -202,11 +251,23 @@ class Listener:
     def close(self) -> None:
         """Close the socket and remove its file, and the folder when no one else listens."""
         self._sock.close()
-        for remove, path in ((os.unlink, self.path), (os.rmdir, self.folder)):
+        wants = self.path[: -len(".sock")] + WANTS
+        for remove, path in ((os.unlink, self.path), (os.unlink, wants), (os.rmdir, self.folder)):
             try:
                 remove(path)
             except OSError:
                 pass  # already gone, or another process still listens
+
+
+def read_wants(path: str) -> Wants:
+    """What a listening store published (``Listener.publish``); None (everything) when there is
+    no such file or it cannot be read."""
+    try:
+        with open(path) as f:
+            body = json.load(f)
+        return [(frozenset(str(d) for d in dbs), None if skip is None else str(skip)) for dbs, skip in body["wants"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def new_token() -> bytes:

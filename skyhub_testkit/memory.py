@@ -163,7 +163,7 @@ class MemoryStore(SQLiteBase):
             self.close()
             raise
 
-    def _committed(self) -> None:
+    def _committed(self, db: str, actor: str) -> None:
         self.database._committed(self)
 
     def close(self) -> None:

@@ -2,11 +2,13 @@
 
     python tests/integration/sqlite_child.py feed DB LOG [--poll-s S]   # a Feed on "notes" until SIGTERM
     python tests/integration/sqlite_child.py write DB [--start N]        # writes notes, prints each id committed
+    python tests/integration/sqlite_child.py hold DB                     # a write transaction left open, until killed
 
 ``feed`` opens the store with ``open_store`` (so SKYHUB_SQLITE_WAKE applies), or, with
 ``--poll-s``, with that data_version poll interval; the feed's own idle re-check is 60 s, so
 only a wake-up can make it deliver promptly. It logs ``ready`` and then ``got <id>`` per change.
-``write`` checkpoints as often as it can (a 64 KiB WAL limit: a TRUNCATE checkpoint every few
+``hold`` begins a write transaction (the writer lock and SQLite's lock taken), writes a note in it,
+prints ``held`` and waits to be killed. ``write`` checkpoints as often as it can (a 64 KiB WAL limit: a TRUNCATE checkpoint every few
 writes) and prints ``<id>`` on stdout once ``put`` returned, until it is killed.
 """
 
@@ -48,6 +50,15 @@ def write(args: argparse.Namespace) -> None:
         i += 1
 
 
+def hold(args: argparse.Namespace) -> None:
+    store = SQLiteStore(args.db, None, SYSTEM)
+    with store._tx() as cur:
+        cur.execute("INSERT INTO docs (db, id, rev, body, deleted) VALUES ('notes', 'never', '1-x', '{}', 0)")
+        sys.stdout.write("held\n")
+        sys.stdout.flush()
+        threading.Event().wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -58,8 +69,10 @@ def main() -> None:
     w = sub.add_parser("write")
     w.add_argument("db")
     w.add_argument("--start", type=int, default=0)
+    h = sub.add_parser("hold")
+    h.add_argument("db")
     args = parser.parse_args()
-    feed(args) if args.mode == "feed" else write(args)
+    {"feed": feed, "write": write, "hold": hold}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """SQLite across OS processes: a handler in another process is woken by a socket, not by a
 poll interval; the poll still works without the sockets; a writer killed with SIGKILL in the
-middle of its checkpoints loses no write it reported committed."""
+middle of its checkpoints loses no write it reported committed; the writer lock is dropped by the
+kernel when its holder is killed, and a holder that never lets go delays others by its bound only."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import signal
@@ -17,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ledger import SYSTEM
+from ledger.errors import NotFound
 from ledger.sqlite import SQLiteStore
 from ledger.wake import wake_folder
 
@@ -68,8 +71,9 @@ def test_a_handler_in_another_process_is_woken_by_the_commit_not_by_a_poll(tmp_p
     try:
         folder = Path(wake_folder(str(db)))
         assert folder == tmp_path / "skyhub.db.wake"
-        (socket,) = folder.iterdir()
+        socket, wants = sorted(folder.iterdir(), key=lambda p: p.suffix != ".sock")
         assert socket.name.startswith(f"{proc.pid}-") and socket.name.endswith(".sock") and socket.is_socket()
+        assert wants.name == socket.name.replace(".sock", ".want")  # what its feed wants of others' commits
         for i in range(3):
             writer.put("notes", {"i": i}, f"n{i}", actor="user:ana")
             assert wait_for(log, f"n{i}", PROMPT_S), f"change {i} not handled within {PROMPT_S:g} s: no wake-up came"
@@ -95,9 +99,9 @@ def test_the_socket_of_a_killed_process_is_removed_by_the_next_commit(tmp_path, 
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     folder = Path(wake_folder(str(db)))
-    (orphan,) = folder.iterdir()
+    orphan, wants = sorted(folder.iterdir(), key=lambda p: p.suffix != ".sock")
     writer.put("notes", {"i": 0}, "n0", actor="user:ana")
-    assert not orphan.exists()
+    assert not orphan.exists() and not wants.exists()
     survivor = start_feed(db, tmp_path / "feed2.log", "--poll-s", "30")
     try:
         writer.put("notes", {"i": 1}, "n1", actor="user:ana")
@@ -138,3 +142,62 @@ def test_a_writer_killed_during_checkpoints_loses_no_committed_write(tmp_path):
         conn.close()
     missing = [doc_id for doc_id in reported if doc_id not in present]
     assert len(reported) >= 1200 and not missing, f"{len(missing)} of {len(reported)} reported writes are gone: {missing[:5]}"
+
+
+def held_lock(path):
+    """Whether another process holds the writer lock at ``path`` (a non-blocking flock fails)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_a_writer_killed_inside_its_transaction_leaves_no_writer_lock_behind(tmp_path, writer):
+    db = tmp_path / "skyhub.db"
+    proc = subprocess.Popen([sys.executable, str(CHILD), "hold", str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "held\n", f"the holder exited with {proc.poll()}"
+        assert held_lock(writer.writer_lock.path), "the holder's transaction did not take the writer lock"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+    assert not held_lock(writer.writer_lock.path), "the kernel did not drop a killed holder's flock"
+    writer.put("notes", {"i": 0}, "n0", actor="user:ana")
+    assert writer.writer_lock.fallbacks == 0, "the write waited out the bound instead of taking the freed lock"
+    assert writer.get("notes", "n0")["i"] == 0
+    with pytest.raises(NotFound):
+        writer.get("notes", "never")  # the killed transaction's write was rolled back
+
+
+def test_a_holder_that_never_lets_go_of_the_writer_lock_delays_a_write_by_the_bound_only(tmp_path):
+    db = tmp_path / "skyhub.db"
+    store = SQLiteStore(str(db), None, SYSTEM, writer_wait=0.2)
+    script = (
+        "import fcntl, os, sys, threading; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); "
+        "print('held', flush=True); threading.Event().wait()"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, store.writer_lock.path], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "held\n"
+        os.kill(proc.pid, signal.SIGSTOP)  # stopped with the lock held, as under a debugger
+        store.put("notes", {"i": 0}, "n0", actor="user:ana")  # would wait forever on a blocking flock
+        store.put("notes", {"i": 1}, "n1", actor="user:ana")
+        assert store.writer_lock.fallbacks == 2, "the writes did not go on after the bound, to SQLite's own lock"
+        assert [store.get("notes", f"n{i}")["i"] for i in range(2)] == [0, 1]
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        store.close()
+    again = SQLiteStore(str(db), None, SYSTEM, writer_wait=0.2)
+    try:
+        again.put("notes", {"i": 2}, "n2", actor="user:ana")
+        assert again.writer_lock.fallbacks == 0, "the lock was not free once its holder was gone"
+    finally:
+        again.close()

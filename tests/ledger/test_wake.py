@@ -10,8 +10,11 @@ import threading
 
 import pytest
 
-from ledger import SYSTEM, Invalid, open_store
+from ledger import SYSTEM, Feed, Handler, Invalid, Rules, open_store
+from ledger.actor import handler as handlers
+from ledger.actor import user
 from ledger.sqlite import SQLiteStore
+from ledger.store import Elsewhere
 from ledger.wake import ADDRESS_MAX, Listener, new_token, wake_folder
 
 
@@ -19,8 +22,8 @@ from ledger.wake import ADDRESS_MAX, Listener, new_token, wake_folder
 def stores(tmp_path):
     opened = []
 
-    def make(**options):
-        store = SQLiteStore(str(tmp_path / "skyhub.db"), None, SYSTEM, **options)
+    def make(rules=None, **options):
+        store = SQLiteStore(str(tmp_path / "skyhub.db"), rules, SYSTEM, **options)
         opened.append(store)
         return store
 
@@ -45,9 +48,9 @@ def test_a_listener_ignores_a_datagram_carrying_its_own_token(tmp_path):
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
             sender.sendto(token, listener.path)
-            assert listener.wait(5) is False  # its own: no wake-up
+            assert listener.wait(5) == []  # its own: no wake-up
             sender.sendto(new_token(), listener.path)
-            assert listener.wait(5) is True
+            assert listener.wait(5) == [None]  # another store's, without hints: wake every handler
     finally:
         listener.close()
     assert not (tmp_path / "db.wake").exists()
@@ -169,3 +172,65 @@ def test_closing_does_not_hang_when_the_socket_queue_is_full(stores):
     done = threading.Event()
     threading.Thread(target=lambda: (store.close(), done.set()), daemon=True).start()
     assert done.wait(10), "close() hung on a full wake-up socket"
+
+
+def handlers_may_write_notes():
+    rules = Rules()
+    rules.allow("notes", free=[user(), handlers()])
+    return rules
+
+
+def test_a_wake_up_names_the_database_and_actor_of_the_commit(stores):
+    writer, reader = stores(handlers_may_write_notes()), stores(poll_interval=30)
+    listener, calls, arrived = waiter()
+    reader.subscribe(listener, hints=True)
+    writer.put("notes", {"i": 0}, "n0", actor="handler:on_change")
+    assert arrived.wait(10)
+    assert calls == [Elsewhere("notes", "handler:on_change")]
+
+
+def test_a_skip_own_feed_is_not_woken_by_its_own_writes_from_another_process(stores):
+    writer, reader = stores(handlers_may_write_notes()), stores(poll_interval=30)
+    got = []
+    handler = Handler("worker", ["notes"], lambda change, ctx: got.append(change.id), skip_own=True)
+    claims = []
+    claim = reader.feed_claim
+    reader.feed_claim = lambda *a, **k: claims.append(1) or claim(*a, **k)  # type: ignore[method-assign]
+    feed = Feed(reader, [handler], clock=SYSTEM, idle_interval=60)
+    feed.start()
+    seen, _calls, seen_one = waiter()
+    reader.subscribe(seen, hints=True)  # after the feed's: called after it for each wake-up
+    try:
+        writer.put("notes", {"i": 0}, "n0", actor="user:ana")
+        deadline = threading.Event()
+        while "n0" not in got and not deadline.wait(0.01):
+            pass
+        before = len(claims)
+        for i in range(1, 4):  # the worker's own writes, as a worker in another process makes them
+            seen_one.clear()
+            writer.put("notes", {"i": i}, f"n{i}", actor=handler.actor)
+            assert seen_one.wait(10), "no wake-up came for the write"
+        writer.put("notes", {"i": 9}, "n9", actor="user:ana")
+        while "n9" not in got and not deadline.wait(0.01):
+            pass
+    finally:
+        feed.stop()
+    assert got == ["n0", "n9"]
+    assert len(claims) - before == 1, f"{len(claims) - before} claims for one change to deliver: woken by its own writes"
+
+
+def test_a_writer_sends_no_datagram_for_a_commit_no_feed_of_the_listener_wants(stores):
+    writer, worker = stores(handlers_may_write_notes()), stores(poll_interval=30)
+    handler = Handler("worker", ["notes"], lambda change, ctx: None, skip_own=True)
+    feed = Feed(worker, [handler], clock=SYSTEM, idle_interval=60)
+    feed.start()
+    try:
+        assert writer._peers.notify("notes", handler.actor) == 0, "sent the worker a wake-up for its own kind of write"
+        assert writer._peers.notify("other", "user:ana") == 0, "sent a wake-up for a database no feed reads"
+        assert writer._peers.notify("notes", "user:ana") == 1
+        assert writer._peers.notify() == 1  # no hint: always sent
+        worker.subscribe(lambda change: None)  # a listener that wants everything widens what the store asks for
+        assert writer._peers.notify("notes", handler.actor) == 1
+        assert writer._peers.notify("other", "user:ana") == 1
+    finally:
+        feed.stop()
