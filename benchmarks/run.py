@@ -59,7 +59,7 @@ INGEST_S, INGEST_N, INGEST_LINEAR = 5.0, 10_000, 1.5  # the ingest tick over 10,
 # where an idle hub's memory goes: one interpreter importing these in turn, in the order a hub starts
 IMPORTS = ("click", "hub.cli", "pydantic_settings", "hub.settings", "ledger.sqlite", "vault", "hub.app", "fastapi",
            "uvicorn", "hub.server", "jinja2", "prometheus_client", "hub.console", "hub.webapp", "apscheduler.schedulers.background",
-           "keyring", "atproto_client", "bot.ingest", "bot.reply")
+           "keyring", "platforms.bluesky", "bot.ingest", "bot.reply")
 BACKENDS = ("sqlite", "postgres")
 SECTIONS = ("latency", "jobs", "recovery", "procrastinate", "huey", "cli", "rss", "ingest")
 
@@ -375,13 +375,13 @@ def run_rss(run: Run) -> None:
             ["then import", "RSS", "added"],
             rows,
             "   what each adds on top of everything above it; keyring is imported by a hub only when no vault key is set,\n"
-            "   atproto_client and bot.* only when the bot is configured.",
+            "   platforms.bluesky and bot.* only when the bot is configured.",
         ))
 
 
 def run_ingest(run: Run) -> None:
     a = run.args
-    run.attempt("ingest.warmup", "ingest tick: warm-up (imports atproto, as a hub with the bot does at start)",
+    run.attempt("ingest.warmup", "ingest tick: warm-up (imports the bot's modules, as a hub with the bot does at start)",
                 ing.ingest_tick, 50)
     rows = []
     for n in a.ingest_sizes:

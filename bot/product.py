@@ -2,7 +2,7 @@
 ingest and reply ticks (once ``bot.handle`` is set), the builder lane's CLI group, the budget's
 item for "needs a person", and the built-in generator's settings section (``[codegen]``).
 
-Light to import: atproto comes in only with the ticks, when the bot is configured.
+Light to import: the Bluesky adapter comes in only with the ticks, when the bot is configured.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The products this hub knows. Adding a product is adding its declaration module here.
 
 Each module exports ``PRODUCTS``, a tuple of ``ledger.Product`` declarations. Declaration
-modules are light (machines, a settings section, factories): what a product runs (atproto,
-say) is imported by its factories only when the product is configured.
+modules are light (machines, a settings section, factories): what a product runs (the Bluesky
+adapter, say) is imported by its factories only when the product is configured.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ headers around everything. ``skyhub run`` serves what ``create_api`` returns (``
 from __future__ import annotations
 
 import inspect
+import sys
 from typing import Any
 
 from fastapi import FastAPI
@@ -40,6 +41,34 @@ _QUIET: dict[str, Any] = (
     {"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {}
 )
+
+
+
+def _v1_only_if_loaded() -> None:
+    """FastAPI (0.128 and later) asks of every route's types, and of every value it encodes, whether it is a
+    ``pydantic.v1`` model, importing ``pydantic.v1`` (1.5 MB, for good) to find out. Nothing can be a v1 model
+    unless something imported ``pydantic.v1``, so its checks are made to answer "no" without importing it while
+    nothing has (and to ask as before once something has). ``tests/hub/test_lean.py`` fails if an idle hub loads it."""
+    try:
+        from fastapi import _compat, encoders
+        from fastapi._compat import shared
+    except ImportError:  # pragma: no cover - another FastAPI layout: it imports what it imports
+        return
+    for name in ("is_pydantic_v1_model_class", "is_pydantic_v1_model_instance"):
+        plain = getattr(shared, name, None)
+        if plain is None or getattr(plain, "__wrapped__", None) is not None:
+            continue
+
+        def check(obj: Any, _plain: Any = plain) -> bool:
+            return "pydantic.v1" in sys.modules and bool(_plain(obj))
+
+        check.__wrapped__ = plain  # type: ignore[attr-defined]
+        for module in (shared, _compat, encoders):
+            if getattr(module, name, None) is plain:
+                setattr(module, name, check)
+
+
+_v1_only_if_loaded()
 
 
 def create_api(app: App) -> FastAPI:

@@ -16,7 +16,7 @@ every error its stable ``code`` (used by the CLI, the API and the remote backend
 by hand: ``error_class(code)`` finds a class by its code, and a test walks the whole tree.
 
 Each error carries a ``reason``: one sentence a person can act on. Foreign exceptions
-(sqlite3, psycopg, httpx, atproto, keyring) are translated once, in the module that calls them.
+(sqlite3, psycopg, httpx, keyring) are translated once, in the module that calls them.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ is configured), its CLI groups, its HTTP routes, its console pages and its metri
 product logic.
 
 Keep the module that declares a product light: the ``ticks``/``handlers`` factories import
-what they run (atproto, say) inside their body, and the settings section (a pydantic model,
+what they run (the Bluesky adapter, say) inside their body, and the settings section (a pydantic model,
 ``ledger.section.Section``) is named as ``"module:Class"``, so a product that is not
 configured costs nothing to a hub, and the CLI lists commands without loading pydantic.
 

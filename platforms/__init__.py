@@ -6,7 +6,7 @@
     platforms.graph      their shared transport ``MetaGraph`` (httpx + tenacity), ``RetryPolicy``
     platforms.metacodes  Meta's error codes and subcodes -> error classes: the one table
     platforms.usage      Meta's rate-limit usage headers, parsed
-    platforms.bluesky    the Bluesky adapter: the only module that imports ``atproto``
+    platforms.bluesky    the Bluesky adapter: XRPC over httpx (no atproto SDK)
     platforms.richtext   Bluesky facets (links, mentions, hashtags) and the grapheme count
     platforms.addresses  which URLs and addresses the hub may fetch (``FetchPolicy``), no I/O
     platforms.fetcher    the guarded fetcher: every URL a client or an operator chose
@@ -15,8 +15,8 @@
 
 Every client takes the process's ``httpx.Client`` (``ctx.http`` in a tick), so a test passes
 ``httpx.Client(transport=httpx.MockTransport(handler))`` or uses respx, and closing a client
-never closes that shared one. ``import platforms`` stays light: it loads the errors only;
-atproto (about 0.7 s) is loaded by ``platforms.bluesky`` alone.
+never closes that shared one. ``import platforms`` stays light: it loads the errors only.
+No platform SDK is used: ``platforms.bluesky`` makes its few XRPC calls itself.
 
 Imports nothing of skyhub but ``ledger.errors``.
 """

@@ -1,18 +1,21 @@
-"""The Bluesky adapter: the only module of skyhub that imports ``atproto``.
+"""The Bluesky adapter: XRPC over ``httpx``, the few calls skyhub makes.
 
     Bluesky(http, pds, session=None)
         sessions      create_session(identifier, password), refresh_session(refresh_jwt)
         reads         notifications, walk_notifications, get_posts, get_record, resolve_handle
         writes        update_seen, upload_blob, create_record / post / reply under a fixed key
 
-**Transport seam**: every request goes through the ``httpx.Client`` given (``ctx.http``): the
-SDK's ``Request`` is subclassed to use it, and closing the adapter never closes it. A test
-passes ``httpx.Client(transport=httpx.MockTransport(handler))`` or mocks it with respx.
+**Transport seam**: every request goes through the ``httpx.Client`` given (``ctx.http``), and
+closing the adapter never closes it. A test passes ``httpx.Client(transport=httpx.MockTransport(handler))``
+or mocks it with respx. The calls are made here, as the lexicons describe them (a query is a GET
+with its parameters, a procedure a POST with a JSON body), and their answers are kept as the
+JSON they are: the atproto SDK is not used (importing any of it loads every lexicon model: 430
+modules, about 30 MB, and validating each answer was a third of the ingest tick).
 
 **Sessions**: the session comes from the vault, which is the only writer of a rotated session
-(a refresh token is single-use: two writers would log each other out). So the SDK client here
-never refreshes on its own; ``create_session``/``refresh_session`` only *return* a new session
-for the vault to store, and never change the adapter's own.
+(a refresh token is single-use: two writers would log each other out). So the adapter never
+refreshes on its own; ``create_session``/``refresh_session`` only *return* a new session for
+the vault to store, and never change the adapter's own.
 
 **Fixed record keys**: ``create_record`` (and ``post``, ``reply``) write under a record key
 the caller fixed on its document before the call. If the record already exists (a retry after
@@ -22,8 +25,9 @@ an unfinished write is resolved, never writing again under a new key.
 **Errors** are translated here, once: 429 -> ``RateLimited`` (``reset_at`` from
 ``ratelimit-reset``); ExpiredToken, InvalidToken, AuthenticationRequired, AccountTakedown,
 AccountDeactivated or 401 -> ``AuthFailure``; 5xx and timeouts -> ``Transient``; a host that
-cannot be reached -> ``NetworkError`` (naming it); 413 -> ``Rejected``; anything else ->
-``Failed``. Passwords and tokens never reach a reason or a repr.
+cannot be reached -> ``NetworkError`` (naming it); 413 -> ``Rejected``; anything else (an answer
+that is not the JSON its lexicon says, too) -> ``Failed``. Passwords and tokens never reach a
+reason or a repr.
 """
 
 from __future__ import annotations
@@ -34,17 +38,11 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from secrets import randbelow
 from typing import Any, NoReturn, TypedDict, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
-from atproto_client import Client, models
-from atproto_client.client.session import Session
-from atproto_client.exceptions import AtProtocolError, RateLimitExceededError, RequestErrorBase
-from atproto_client.models.dot_dict import DotDict
-from atproto_client.request import Request, RequestBase
 
 from . import richtext
 from .errors import Answer, AuthFailure, Failed, PlatformError, RateLimited, Rejected, Transient
@@ -150,43 +148,49 @@ def iso_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _plain(value: Any) -> Any:
-    """An SDK model as plain JSON (camelCase keys, as the lexicons name them)."""
-    if isinstance(value, DotDict):  # a record of a collection the SDK has no model for
-        return value.to_dict()
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
+class _Refused(Exception):
+    """An XRPC answer outside 2xx: its status, headers and the ``error``/``message`` of its body."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(response.status_code)
+        self.status = response.status_code
+        self.headers = response.headers
+        self.error: str | None = None
+        self.message = ""
+        try:
+            body = json.loads(response.content) if response.content else None
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and isinstance(body.get("error"), str):  # an XRPC error body
+            self.error = body["error"] or None
+            self.message = str(body.get("message") or "")
+
+    def header_int(self, name: str) -> int | None:
+        try:
+            return int(self.headers[name])
+        except (KeyError, ValueError):
+            return None
+
+
+class _Malformed(Exception):
+    """A 2xx answer that is not the JSON object its lexicon says."""
+
+
+def _object(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise _Malformed(f"an answer that is not JSON ({response.headers.get('content-type') or 'no content type'})") from exc
+    if not isinstance(body, dict):
+        raise _Malformed(f"a JSON {type(body).__name__} where an object was expected")
+    return body
+
+
+def _field(body: Mapping[str, Any], name: str, kind: type[T]) -> T:
+    value = body.get(name)
+    if not isinstance(value, kind):
+        raise _Malformed(f"an answer without {name!r} (a {kind.__name__})")
     return value
-
-
-class _SharedRequest(Request):  # type: ignore[misc]  # atproto ships no type information
-    """The SDK's request layer over a given ``httpx.Client``, which it never closes."""
-
-    def __init__(self, http: httpx.Client) -> None:
-        RequestBase.__init__(self)  # not Request.__init__: it would open a client of its own
-        self._client_kwargs: dict[str, Any] = {}
-        self._client = http
-
-    def _new_instance(self) -> _SharedRequest:
-        return type(self)(self._client)
-
-    def _send_request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        if isinstance(kwargs.get("data"), (bytes, bytearray)):  # raw bodies (blobs): httpx wants content=
-            kwargs["content"] = kwargs.pop("data")
-        response: httpx.Response = super()._send_request(method, url, **kwargs)
-        return response
-
-    def close(self) -> None:
-        """The client is shared: its owner closes it."""
-
-
-class _VaultClient(Client):  # type: ignore[misc]  # atproto ships no type information
-    """An SDK client that never refreshes the session on its own (the vault does)."""
-
-    def _should_refresh_session(self) -> bool:
-        return False
 
 
 class Bluesky:
@@ -202,41 +206,68 @@ class Bluesky:
         self._http = http
         self.pds = pds.rstrip("/")
         self._host = urlsplit(self.pds).hostname or self.pds
-        self._client = self._sdk()
         self.did: str = ""
         self.handle: str = ""
+        self._access = ""
         self._secrets: tuple[str, ...] = ()
         if session is not None:
             self.did, self.handle = str(session["did"]), str(session.get("handle") or "")
             access, refresh = str(session["accessJwt"]), str(session["refreshJwt"])
+            self._access = access
             self._secrets = (access, refresh)
-            encoded = Session(self.handle or self.did, self.did, access, refresh, self.pds).encode()
-            self._call("import the session", lambda: self._client.login(session_string=encoded, fetch_bsky_profile=False))
-
-    def _sdk(self) -> Any:
-        return _VaultClient(base_url=self.pds, request=_SharedRequest(self._http))
 
     def __repr__(self) -> str:
         return f"<Bluesky {self.handle or self.did or 'no session'} on {self.pds}>"
 
     # ---- the one seam ---------------------------------------------------------------------
+    def _xrpc(self, nsid: str, shape: Callable[[dict[str, Any]], T], *, params: Mapping[str, Any] | None = None,
+              body: Any = None, content: bytes | None = None, headers: Mapping[str, str] | None = None,
+              token: str | None = None, secrets: Sequence[str] = (), answers: bool = True) -> T:
+        """One XRPC call: a query (GET with ``params``) unless a ``body`` (JSON) or ``content`` (raw) makes it a
+        procedure (POST; without either: ``refreshSession``); ``shape`` takes what it needs from the answer's JSON
+        object (``answers=False``: the answer has no body to read, and ``shape`` is given ``{}``). ``token``: the
+        bearer token, this adapter's access token by default. Whatever fails is translated here (see the module
+        docstring), named by the method (``Bluesky getPosts``)."""
+        def call() -> T:
+            response = self._send(nsid, params, body, content, headers, token)
+            return shape(_object(response) if answers else {})
+
+        return self._call(nsid.rpartition(".")[2], call, secrets)
+
+    def _send(self, nsid: str, params: Mapping[str, Any] | None, body: Any, content: bytes | None,
+              headers: Mapping[str, str] | None, token: str | None) -> httpx.Response:
+        sent = {"User-Agent": "skyhub", **(headers or {})}
+        bearer = self._access if token is None else token
+        if bearer:
+            sent["Authorization"] = f"Bearer {bearer}"
+        url = f"{self.pds}/xrpc/{nsid}"
+        if params is not None:
+            response = self._http.get(url, params=dict(params), headers=sent)
+        elif content is not None:
+            response = self._http.post(url, content=content, headers=sent)
+        elif body is not None:
+            response = self._http.post(url, json=body, headers=sent)
+        else:
+            response = self._http.post(url, headers=sent)
+        if not 200 <= response.status_code <= 299:
+            raise _Refused(response)
+        return response
+
     def _call(self, what: str, fn: Callable[[], T], secrets: Sequence[str] = ()) -> T:
-        """Run one SDK call; translate whatever it raises into the platform errors."""
+        """Run one call; translate whatever it raises into the platform errors."""
         what = f"Bluesky {what}"
         secrets = (*self._secrets, *secrets)
         try:
             return fn()
-        except RateLimitExceededError as exc:
-            reset = exc.reset_at
-            answer = self._answer(exc)
-            raise RateLimited(RateLimited.describe(what, answer) + (f" (resets at {reset.isoformat()})" if reset else ""),
-                              answer, reset_at=int(reset.timestamp() * 1000) if reset else None, blocked=exc.policy,
-                              secrets=secrets) from exc
-        except RequestErrorBase as exc:
-            if exc.response is None:
-                self._transport(exc.__cause__, what, exc)
-            answer = self._answer(exc)
-            status, name = answer.http_status or 0, answer.error_code
+        except _Refused as exc:
+            answer = Answer(PLATFORM, http_status=exc.status, error_code=exc.error, message=exc.message[:MAX_MESSAGE])
+            status, name = exc.status, exc.error
+            if status == 429:
+                stamp = exc.header_int("ratelimit-reset")
+                reset = datetime.fromtimestamp(stamp, tz=UTC) if stamp is not None else None
+                raise RateLimited(RateLimited.describe(what, answer) + (f" (resets at {reset.isoformat()})" if reset else ""),
+                                  answer, reset_at=stamp * 1000 if stamp is not None else None,
+                                  blocked=exc.headers.get("ratelimit-policy"), secrets=secrets) from None
             kind: type[PlatformError]
             if name in AUTH_ERRORS or status == 401:
                 kind = AuthFailure
@@ -246,27 +277,17 @@ class Bluesky:
                 kind = Rejected
             else:
                 kind = Failed
-            raise kind(kind.describe(what, answer), answer, secrets=secrets) from exc
+            raise kind(kind.describe(what, answer), answer, secrets=secrets) from None
         except httpx.TransportError as exc:
             self._transport(exc, what, exc)
-        except AtProtocolError as exc:
-            raise Failed(f"{what}: the Bluesky client failed ({type(exc).__name__}: {exc}); {Failed.advice}",
-                         Answer(PLATFORM), secrets=secrets) from exc
+        except _Malformed as exc:
+            raise Failed(f"{what}: Bluesky answered {exc}; {Failed.advice}", Answer(PLATFORM), secrets=secrets) from None
 
     def _transport(self, cause: BaseException | None, what: str, exc: Exception) -> NoReturn:
         if isinstance(cause, httpx.TransportError):
             raise transport_error(cause, what, PLATFORM, host=self._host) from exc
         raise Transient(f"{what}: the connection to {self._host} failed ({type(exc).__name__}); {Transient.advice}",
                         Answer(PLATFORM)) from exc
-
-    @staticmethod
-    def _answer(exc: RequestErrorBase) -> Answer:
-        response = exc.response
-        content = response.content if response is not None else None
-        name = getattr(content, "error", None)
-        message = getattr(content, "message", None) or ""
-        return Answer(PLATFORM, http_status=response.status_code if response is not None else None,
-                      error_code=name if isinstance(name, str) and name else None, message=str(message)[:MAX_MESSAGE])
 
     def _require_session(self, what: str) -> None:
         if not self.did:
@@ -276,26 +297,20 @@ class Bluesky:
     def create_session(self, identifier: str, password: str) -> BlueskySession:
         """A new session from a handle (or email) and an app password (``com.atproto.server.createSession``).
         Bluesky allows 30 per 5 minutes and 300 per day per account: prefer ``refresh_session``."""
-        data = models.ComAtprotoServerCreateSession.Data(identifier=identifier, password=password)
-        client = self._sdk()  # a client without this adapter's session: createSession sends no token
-        out = self._call("createSession", lambda: client.com.atproto.server.create_session(data, ignore_session_check=True),
-                         secrets=(password,))
-        return self._session(out)
+        return self._xrpc("com.atproto.server.createSession", self._session,  # sends no token: this adapter's is not used
+                          body={"identifier": identifier, "password": password}, token="", secrets=(password,))
 
     def refresh_session(self, refresh_jwt: str) -> BlueskySession:
         """The next session from a refresh token (``com.atproto.server.refreshSession``). The old
         refresh token stops working: store the new session before anything else uses it."""
-        client = self._sdk()
-        out = self._call("refreshSession", lambda: client.com.atproto.server.refresh_session(
-            headers={"Authorization": f"Bearer {refresh_jwt}"}, ignore_session_check=True), secrets=(refresh_jwt,))
-        return self._session(out)
+        return self._xrpc("com.atproto.server.refreshSession", self._session, token=refresh_jwt, secrets=(refresh_jwt,))
 
-    def _session(self, out: Any) -> BlueskySession:
-        access, refresh = getattr(out, "access_jwt", None), getattr(out, "refresh_jwt", None)
+    def _session(self, out: dict[str, Any]) -> BlueskySession:
+        access, refresh = out.get("accessJwt"), out.get("refreshJwt")
         if not isinstance(access, str) or not isinstance(refresh, str) or not access or not refresh:
             raise Failed(f"Bluesky answered without a session; {Failed.advice}", Answer(PLATFORM))
-        return BlueskySession(did=str(out.did), handle=str(out.handle or ""), access_jwt=access, refresh_jwt=refresh,
-                              expires_at=jwt_exp_ms(access), pds=pds_of(_plain(getattr(out, "did_doc", None))))
+        return BlueskySession(did=_field(out, "did", str), handle=str(out.get("handle") or ""), access_jwt=access,
+                              refresh_jwt=refresh, expires_at=jwt_exp_ms(access), pds=pds_of(out.get("didDoc")))
 
     # ---- reads ------------------------------------------------------------------------------
     def notifications(self, *, reasons: tuple[str, ...] = ("mention",), limit: int = 50,
@@ -306,8 +321,15 @@ class Bluesky:
         params: dict[str, Any] = {"limit": limit, "reasons": list(reasons)}
         if cursor:
             params["cursor"] = cursor
-        out = self._call("listNotifications", lambda: self._client.app.bsky.notification.list_notifications(params))
-        return [_plain(n) for n in out.notifications], out.cursor
+
+        def page(out: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+            found = _field(out, "notifications", list)
+            if not all(isinstance(n, dict) for n in found):
+                raise _Malformed("notifications that are not objects")
+            after = out.get("cursor")
+            return found, after if isinstance(after, str) else None
+
+        return self._xrpc("app.bsky.notification.listNotifications", page, params=params)
 
     def walk_notifications(self, *, reasons: tuple[str, ...] = ("mention",), limit: int = 50,
                            max_pages: int = 20) -> Iterator[dict[str, Any]]:
@@ -323,16 +345,21 @@ class Bluesky:
         """Mark notifications up to ``seen_at`` as seen (``app.bsky.notification.updateSeen``)."""
         self._require_session("updateSeen")
         stamp = seen_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-        self._call("updateSeen", lambda: self._client.app.bsky.notification.update_seen({"seen_at": stamp}))
+        self._xrpc("app.bsky.notification.updateSeen", lambda _: None, body={"seenAt": stamp}, answers=False)
 
     def get_posts(self, uris: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Post views by at-uri (``app.bsky.feed.getPosts``, 25 at a time); missing posts are absent."""
         found: dict[str, dict[str, Any]] = {}
+
+        def posts(out: dict[str, Any]) -> list[dict[str, Any]]:
+            views = _field(out, "posts", list)
+            if not all(isinstance(p, dict) and isinstance(p.get("uri"), str) for p in views):
+                raise _Malformed("posts without their 'uri'")
+            return views
+
         for i in range(0, len(uris), 25):
-            chunk = list(uris[i:i + 25])
-            out = self._call("getPosts", partial(self._client.app.bsky.feed.get_posts, {"uris": chunk}))
-            for post in out.posts:
-                found[post.uri] = _plain(post)
+            for post in self._xrpc("app.bsky.feed.getPosts", posts, params={"uris": list(uris[i:i + 25])}):
+                found[post["uri"]] = post
         return found
 
     def get_record(self, collection: str, rkey: str, repo: str | None = None) -> RecordView | None:
@@ -341,22 +368,23 @@ class Bluesky:
         repo = repo or self.did
         if not repo:
             self._require_session("getRecord")
-        params = {"repo": repo, "collection": collection, "rkey": rkey}
+
+        def view(out: dict[str, Any]) -> RecordView:
+            return {"uri": _field(out, "uri", str), "cid": str(out.get("cid") or ""), "value": _field(out, "value", dict)}
+
         try:
-            out = self._call("getRecord", lambda: self._client.com.atproto.repo.get_record(params))
+            return self._xrpc("com.atproto.repo.getRecord", view, params={"repo": repo, "collection": collection, "rkey": rkey})
         except Failed as exc:
             if exc.error_code == "RecordNotFound" or exc.http_status == 404:
                 return None
             raise
-        return {"uri": str(out.uri), "cid": str(out.cid), "value": _plain(out.value)}
 
     def resolve_handle(self, handle: str) -> str | None:
         """The DID of a handle, or ``None`` if it does not resolve (``com.atproto.identity.resolveHandle``)."""
         try:
-            out = self._call("resolveHandle", lambda: self._client.com.atproto.identity.resolve_handle({"handle": handle}))
+            return self._xrpc("com.atproto.identity.resolveHandle", lambda out: _field(out, "did", str), params={"handle": handle})
         except Failed:
             return None
-        return str(out.did)
 
     # ---- writes -----------------------------------------------------------------------------
     def upload_blob(self, data: bytes, mime: str) -> dict[str, Any]:
@@ -364,9 +392,8 @@ class Bluesky:
         (``{"$type": "blob", "ref": {"$link": cid}, "mimeType", "size"}``). An unreferenced blob
         is dropped by the PDS after a while, so uploading again is harmless."""
         self._require_session("uploadBlob")
-        out = self._call("uploadBlob", lambda: self._client.com.atproto.repo.upload_blob(data, headers={"Content-Type": mime}))
-        blob: dict[str, Any] = _plain(out.blob)
-        return blob
+        return self._xrpc("com.atproto.repo.uploadBlob", lambda out: _field(out, "blob", dict), content=data,
+                          headers={"Content-Type": mime})
 
     def create_record(self, collection: str, rkey: str, record: Mapping[str, Any]) -> StrongRef:
         """Write ``record`` under the fixed key ``rkey`` of this account, once.
@@ -378,9 +405,10 @@ class Bluesky:
         existing = self.get_record(collection, rkey)
         if existing is not None:
             return {"uri": existing["uri"], "cid": existing["cid"]}
-        data = models.ComAtprotoRepoCreateRecord.Data(repo=self.did, collection=collection, rkey=rkey, record=dict(record))
+        data = {"repo": self.did, "collection": collection, "rkey": rkey, "record": dict(record)}
         try:
-            out = self._call("createRecord", lambda: self._client.com.atproto.repo.create_record(data))
+            out = self._xrpc("com.atproto.repo.createRecord",
+                             lambda out: StrongRef(uri=_field(out, "uri", str), cid=_field(out, "cid", str)), body=data)
         except (AuthFailure, RateLimited):
             raise
         except PlatformError as exc:
@@ -393,7 +421,7 @@ class Bluesky:
             log.info("bluesky: %s/%s already exists; taking it as the result", collection, rkey,
                      extra={"platform": PLATFORM, "rkey": rkey})
             return {"uri": again["uri"], "cid": again["cid"]}
-        return {"uri": str(out.uri), "cid": str(out.cid)}
+        return out
 
     def post(self, rkey: str, text: str, *, facets: Sequence[Mapping[str, Any]] | None = None,
              images: Sequence[Image] = (), reply: Mapping[str, Mapping[str, str]] | None = None,

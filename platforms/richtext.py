@@ -20,28 +20,37 @@ flag is one, "e" plus a combining accent is one.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
-
-import regex
 
 MAX_GRAPHEMES = 300  # app.bsky.feed.post text
 MAX_TAG_GRAPHEMES = 64  # app.bsky.richtext.facet#tag
 
-_GRAPHEME = regex.compile(r"\X")
 _LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
-_MENTION = regex.compile(rf"(?:^|(?<=[\s(]))@({_LABEL}(?:\.{_LABEL})*\.[a-zA-Z](?:[a-zA-Z0-9-]{{0,61}}[a-zA-Z0-9])?)(?![\w.-]*\w)")
-_LINK = regex.compile(r"(?:^|(?<=[\s(]))https?://[^\s]+", regex.IGNORECASE)
 _INVISIBLE = "\u00ad\u2060\u200a\u200b\u200c\u200d\u20e2"
-_TAG = regex.compile(rf"(?:^|(?<=\s))[#\uff03]((?!\ufe0f)[^\s{_INVISIBLE}]*[^\d\s\p{{P}}{_INVISIBLE}]+[^\s{_INVISIBLE}]*)")
-_TRAILING_PUNCT = regex.compile(r"\p{P}+$")
+
+
+@functools.cache
+def _re() -> Any:
+    """The patterns, compiled on first use: ``regex`` (about 2 MB) stays out of a hub that never counts a post."""
+    import regex
+
+    return SimpleNamespace(
+        grapheme=regex.compile(r"\X"),
+        mention=regex.compile(rf"(?:^|(?<=[\s(]))@({_LABEL}(?:\.{_LABEL})*\.[a-zA-Z](?:[a-zA-Z0-9-]{{0,61}}[a-zA-Z0-9])?)(?![\w.-]*\w)"),
+        link=regex.compile(r"(?:^|(?<=[\s(]))https?://[^\s]+", regex.IGNORECASE),
+        tag=regex.compile(rf"(?:^|(?<=\s))[#\uff03]((?!\ufe0f)[^\s{_INVISIBLE}]*[^\d\s\p{{P}}{_INVISIBLE}]+[^\s{_INVISIBLE}]*)"),
+        trailing_punct=regex.compile(r"\p{P}+$"),
+    )
 
 Resolve = Callable[[str], "str | None"]
 
 
 def graphemes(text: str) -> int:
     """How many user-perceived characters ``text`` has (extended grapheme clusters)."""
-    return len(_GRAPHEME.findall(text))
+    return len(_re().grapheme.findall(text))
 
 
 def byte_slice(text: str, start: int, end: int) -> dict[str, int]:
@@ -64,7 +73,7 @@ def _trim_link(url: str) -> str:
 def link_facets(text: str) -> list[dict[str, Any]]:
     """``#link`` facets for the http(s) URLs in ``text``."""
     out = []
-    for m in _LINK.finditer(text):
+    for m in _re().link.finditer(text):
         url = _trim_link(m.group(0))
         if len(url) > len("https://"):
             out.append(_facet(text, m.start(), m.start() + len(url), {"$type": "app.bsky.richtext.facet#link", "uri": url}))
@@ -74,7 +83,7 @@ def link_facets(text: str) -> list[dict[str, Any]]:
 def mention_facets(text: str, resolve: Resolve) -> list[dict[str, Any]]:
     """``#mention`` facets for the ``@handle``s in ``text`` that ``resolve`` turns into a DID."""
     out, dids = [], {}
-    for m in _MENTION.finditer(text):
+    for m in _re().mention.finditer(text):
         handle = m.group(1).lower()
         if handle not in dids:
             dids[handle] = resolve(handle)
@@ -87,8 +96,8 @@ def mention_facets(text: str, resolve: Resolve) -> list[dict[str, Any]]:
 def tag_facets(text: str) -> list[dict[str, Any]]:
     """``#tag`` facets for the hashtags in ``text`` (the ``tag`` without its "#")."""
     out = []
-    for m in _TAG.finditer(text):
-        tag = _TRAILING_PUNCT.sub("", m.group(1))
+    for m in _re().tag.finditer(text):
+        tag = _re().trailing_punct.sub("", m.group(1))
         if not tag or graphemes(tag) > MAX_TAG_GRAPHEMES:
             continue
         end = m.start(1) + len(tag)

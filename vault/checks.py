@@ -18,7 +18,7 @@ import httpx
 
 from platforms.meta import Facebook, Instagram, RetryPolicy, Threads, Token
 
-if TYPE_CHECKING:  # atproto is loaded only when a Bluesky credential is checked
+if TYPE_CHECKING:  # the Bluesky adapter is loaded only when a Bluesky credential is checked
     from platforms.bluesky import BlueskySession
 
 

@@ -22,22 +22,23 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.core import Metric as Metric_
-from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute, Match
 
 from ledger import Handler, LedgerError, Metric, Product, Readings, StatusCount, Store, Tick
 from ledger.pause import paused
 
 from ..auth import AUTH_DB
-from .activity import Activity
+
+if TYPE_CHECKING:  # prometheus_client is imported on the first scrape: a hub nobody scrapes never loads it
+    from prometheus_client.core import Metric as Metric_
+
+    from .activity import Activity
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+HTTP_BUCKETS = BUCKETS[:10]
 TICK_RUNS_READ = 200  # every run the store keeps per tick (ledger: TICK_RUNS_KEPT): none is missed between scrapes
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"})
 
@@ -98,6 +99,7 @@ class _Readings:
 
 def family(metric: Metric) -> Metric_:
     """A product's ``ledger.Metric`` as a Prometheus family."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
     made: GaugeMetricFamily | CounterMetricFamily
     if metric.kind == "counter":
         made = CounterMetricFamily(metric.name, metric.help, labels=list(metric.labels))
@@ -108,7 +110,7 @@ def family(metric: Metric) -> Metric_:
     return made
 
 
-class StoreCollector(Collector):
+class StoreCollector:
     """Reads the store's bookkeeping on every scrape (see the module docstring), then what each product adds."""
 
     def __init__(self, store: Store, handlers: Sequence[Handler], ticks: Sequence[Tick], products: Sequence[Product],
@@ -129,6 +131,7 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterable[Metric_]:
         """Every metric read from the store, then the products', as Prometheus families."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
         store = self.store
         docs = GaugeMetricFamily("skyhub_documents", "Live documents by database, kind and status", labels=["db", "kind", "status"])
         try:
@@ -190,26 +193,69 @@ class StoreCollector(Collector):
 
 
 class Metrics:
-    """The registry behind ``/metrics`` and the HTTP middleware that feeds it."""
+    """The HTTP request counts behind ``/metrics`` (kept as plain numbers: ``Measured`` counts every request from
+    the first, and prometheus_client is imported only when ``/metrics`` is first scraped) and, once the console is
+    made, the store's collector (``collector``)."""
 
-    def __init__(self, collector: StoreCollector) -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(collector)
-        self.requests = Counter("skyhub_http_requests", "HTTP requests by route template, method and status",
-                                ["route", "method", "status"], registry=self.registry)
-        self.latency = Histogram("skyhub_http_request_duration_seconds", "HTTP request time by route template", ["route"],
-                                 registry=self.registry, buckets=BUCKETS[:10])
+    def __init__(self, now_ms: Callable[[], int], collector: StoreCollector | None = None) -> None:
+        self.now_ms = now_ms  # the hub's clock: when each series was first counted (its ``_created``)
+        self.collector = collector
+        self._lock = threading.Lock()
+        self._requests: dict[tuple[str, str, str], list[float]] = {}  # labels -> [count, created]
+        self._latency: dict[str, tuple[list[int], list[float]]] = {}  # route -> (per-bucket counts, [sum, count, created])
+        self._registry: Any = None
 
     def scrape(self) -> bytes:
-        """The whole text exposition."""
-        return generate_latest(self.registry)
+        """The whole text exposition: the store's families, then the HTTP requests and their times."""
+        from prometheus_client import CollectorRegistry, generate_latest
+        with self._lock:
+            if self._registry is None:
+                self._registry = CollectorRegistry(auto_describe=False)
+                self._registry.register(self)
+            registry = self._registry
+        return generate_latest(registry)
+
+    def collect(self) -> Iterable[Metric_]:
+        """What a ``prometheus_client`` registry asks for: as its ``Counter`` and ``Histogram`` would expose them."""
+        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+        if self.collector is not None:
+            yield from self.collector.collect()
+        requests = CounterMetricFamily("skyhub_http_requests", "HTTP requests by route template, method and status",
+                                       labels=["route", "method", "status"])
+        latency = HistogramMetricFamily("skyhub_http_request_duration_seconds", "HTTP request time by route template",
+                                        labels=["route"])
+        bounds = [repr(float(b)) for b in HTTP_BUCKETS] + ["+Inf"]  # as prometheus_client writes them ("1.0")
+        with self._lock:
+            for labels, (n, created) in self._requests.items():
+                requests.add_metric(list(labels), n, created=created)
+            for route, (counts, (total, _n, created)) in self._latency.items():
+                running, buckets = 0, []
+                for bound, c in zip(bounds, counts):
+                    running += c
+                    buckets.append((bound, running))
+                latency.add_metric([route], buckets, total)
+                latency.add_sample("skyhub_http_request_duration_seconds_created", {"route": route}, created)
+        yield requests
+        yield latency
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one HTTP request (a method outside HTTP's standard ones counts as ``other``, a status outside
         100-599 as ``other``: a client cannot make up label values)."""
         status_label = str(status) if 100 <= status <= 599 else "other"
-        self.requests.labels(route, method if method in METHODS else "other", status_label).inc()
-        self.latency.labels(route).observe(seconds)
+        key = (route, method if method in METHODS else "other", status_label)
+        slot = next((i for i, bound in enumerate(HTTP_BUCKETS) if seconds <= bound), len(HTTP_BUCKETS))
+        with self._lock:
+            counted = self._requests.get(key)
+            if counted is None:
+                self._requests[key] = [1.0, self.now_ms() / 1000]
+            else:
+                counted[0] += 1
+            timed = self._latency.get(route)
+            if timed is None:
+                timed = self._latency[route] = ([0] * (len(HTTP_BUCKETS) + 1), [0.0, 0.0, self.now_ms() / 1000])
+            timed[0][slot] += 1
+            timed[1][0] += seconds
+            timed[1][1] += 1
 
 
 def route_of(routes: Sequence[BaseRoute], scope: Scope) -> str:

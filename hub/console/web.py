@@ -101,15 +101,17 @@ class Console:
         return self._fanout
 
     @classmethod
-    def make(cls, app: App, hub_url: Callable[[], str] = lambda: "") -> Console:
-        """The console of ``app``: its templates, sessions, activity reader and metrics."""
+    def make(cls, app: App, hub_url: Callable[[], str] = lambda: "", metrics: Metrics | None = None) -> Console:
+        """The console of ``app``: its templates, sessions, activity reader and metrics (``metrics``: the request
+        counts kept since the hub started, given the store's collector here)."""
         loaders = [PackageLoader("hub.console", "templates")]  # the frame: base.html, macros, the engine's views
         loaders += [PackageLoader(p.templates, "templates") for p in app.products if p.templates]  # each product's pages
         env = Environment(loader=ChoiceLoader(loaders), autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
         nav = (NAV[0], *(entry for p in app.products for entry in p.nav), *NAV[1:])
         env.globals.update(when=when, doc_url=doc_url, nav=nav)
         activity = Activity(app.store, app.rules, now=app.clock.now_ms)
-        metrics = Metrics(StoreCollector(app.store, app.handlers, app.ticks, app.products, activity))
+        metrics = metrics or Metrics(app.clock.now_ms)
+        metrics.collector = StoreCollector(app.store, app.handlers, app.ticks, app.products, activity)
         return cls(app, Sessions(app.store, clock=app.clock, hub_url=hub_url), env, activity, metrics, app.clock.now_ms())
 
     @functools.cached_property

@@ -3,7 +3,9 @@ or loopback only when the operator turned it on; labels a client cannot grow."""
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -11,8 +13,10 @@ from starlette.requests import Request
 
 from hub.app import build_app
 from hub.auth import add_user
+from hub.console import front_of
 from hub.console.web import Console
 from hub.settings import load_settings
+from hub.webapp import create_api
 from ledger import SYSTEM
 from skyhub_testkit.hub import Hub
 
@@ -115,3 +119,51 @@ def test_each_product_brings_its_own_metrics_and_the_hub_names_none_of_their_mac
     source = Path(__file__).resolve().parents[2] / "hub" / "console" / "metrics.py"
     named = {n.value for n in ast.walk(ast.parse(source.read_text())) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     assert not named & product_words, f"hub/console/metrics.py names {sorted(named & product_words)}: a product's metrics are its own"
+
+
+def test_two_first_console_requests_at_once_are_both_answered_as_usual(tmp_path):
+    # the console (templates, pages, prometheus_client) is made on the first request for one of its paths
+    hub = Hub(f"sqlite:///{tmp_path}/skyhub.db", tmp_path)
+    try:
+        token = hub.token("ana")
+        start = threading.Barrier(4)
+
+        def ask(path: str, auth: bool) -> httpx.Response:
+            start.wait()
+            return httpx.get(f"{hub.url}{path}", follow_redirects=False,
+                             headers={"Authorization": f"Bearer {token}"} if auth else {})
+
+        with ThreadPoolExecutor(4) as pool:
+            scrapes = [pool.submit(ask, "/metrics", True) for _ in range(2)]
+            pages = [pool.submit(ask, "/", False) for _ in range(2)]
+            for f in scrapes:
+                r = f.result()
+                assert r.status_code == 200 and "skyhub_documents" in r.text and "skyhub_http_requests_total" in r.text
+            for f in pages:
+                r = f.result()
+                assert r.status_code == 303 and "/console/sign-in" in r.headers["location"]
+        now = scrape(hub.url, headers={"Authorization": f"Bearer {token}"})
+        assert value(now, "skyhub_http_requests_total", route="/metrics", method="GET", status="200") >= 2
+        assert value(now, "skyhub_http_requests_total", route="/", method="GET", status="303") == 2
+    finally:
+        hub.stop()
+
+
+def test_the_console_is_made_once_when_two_threads_ask_for_it_first(tmp_path, monkeypatch):
+    app = build_app(load_settings(None, database_url=f"sqlite:///{tmp_path}/x.db"), clock=SYSTEM)
+    try:
+        front = front_of(create_api(app))
+        made, real = [], Console.make.__func__  # type: ignore[attr-defined]
+
+        def slow(cls: type[Console], *args: object, **kwargs: object) -> Console:
+            made.append(1)
+            time.sleep(0.05)  # widen the window two unguarded makers would both pass through
+            return real(cls, *args, **kwargs)
+
+        monkeypatch.setattr(Console, "make", classmethod(slow))
+        start = threading.Barrier(2)
+        with ThreadPoolExecutor(2) as pool:
+            got = list(pool.map(lambda _: (start.wait(), front.console)[1], range(2)))
+        assert len(made) == 1 and got[0] is got[1]
+    finally:
+        app.stop()

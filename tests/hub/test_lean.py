@@ -1,6 +1,6 @@
 """What a command loads is what it uses: `skyhub db get` reads the ledger without the bot, the
 API or the scheduler (nor pydantic: the core settings have their own reader, which must agree
-with the full one), and a hub without the bot configured never loads atproto."""
+with the full one), and no hub loads the atproto SDK (platforms.bluesky speaks XRPC over httpx)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from hub.config import core
 from hub.settings import load_settings
+from vault import new_key_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEAVY = ("atproto", "fastapi", "uvicorn", "apscheduler", "pydantic", "httpx", "cryptography", "PIL")  # atproto: any atproto_* too
@@ -54,7 +55,7 @@ def test_writing_loads_the_rules_but_not_the_bot_the_api_or_the_scheduler(tmp_pa
     assert got["code"] == 0 and not set(got["loaded"]) & {"atproto", "fastapi", "uvicorn", "apscheduler"}
 
 
-def test_a_hub_without_the_bot_has_not_imported_atproto(tmp_path):
+def test_no_hub_imports_the_atproto_sdk_with_or_without_the_bot(tmp_path):
     code = (  # what `skyhub run` builds and imports: the app, the API with the console, the server
         "import sys; from ledger import SYSTEM; from hub.settings import load_settings; from hub.app import build_app; "
         "from hub.webapp import create_api; import hub.server; "
@@ -67,7 +68,7 @@ def test_a_hub_without_the_bot_has_not_imported_atproto(tmp_path):
     assert without.stdout.strip().endswith("False"), "a hub loads Pillow only when it processes an image"
     with_bot = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60,
                               env={**env, "SKYHUB_BOT__HANDLE": "skybot.test"})
-    assert with_bot.stdout.startswith("True") and "ingest" in with_bot.stdout, with_bot.stderr
+    assert with_bot.stdout.startswith("False") and "ingest" in with_bot.stdout, with_bot.stderr
 
 
 @pytest.mark.parametrize("env,flags,file", [
@@ -136,3 +137,45 @@ def test_an_idle_hub_without_a_vault_key_says_so_without_loading_keyring(tmp_pat
            "SKYHUB_VAULT_KEY_FILE": "", "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
     assert got.stdout.split() == ["False", "True", "True", "False"], got.stderr
+
+
+IDLE = """
+import json, sys
+from ledger import SYSTEM
+from hub.settings import load_settings
+from hub.app import build_app
+from hub.webapp import create_api
+from starlette.testclient import TestClient
+from hub.console import front_of
+HEAVY = ("jinja2", "prometheus_client", "pydantic.v1", "regex", "hub.console.web", "hub.console.routes")
+app = build_app(load_settings(), clock=SYSTEM)
+api = create_api(app)
+client = TestClient(api)
+steps = {"health": client.get("/health").status_code, "api": client.get("/v1/db/notes/docs/x").status_code}
+loaded = {"idle": [m for m in HEAVY if m in sys.modules]}
+steps["console"] = client.get("/", follow_redirects=False).status_code
+loaded["console"] = [m for m in HEAVY if m in sys.modules]
+steps["metrics"] = client.get("/metrics").status_code  # refused without a token: nothing scraped yet
+loaded["refused"] = [m for m in HEAVY if m in sys.modules]
+text = front_of(api).console.metrics.scrape().decode()  # what /metrics answers a person's token
+steps["counted"] = [line for line in text.splitlines() if line.startswith("skyhub_http_requests_total") and 'route="/health"' in line]
+loaded["metrics"] = [m for m in HEAVY if m in sys.modules]
+app.stop()
+print(json.dumps({"steps": steps, "loaded": loaded}))
+"""
+
+
+def test_an_idle_hub_loads_the_console_and_prometheus_only_when_asked_for_them(tmp_path):
+    # jinja2 and the pages on the first console request, prometheus_client on the first scrape; pydantic.v1 (which
+    # FastAPI imports to ask whether a type is a v1 model) and regex (richtext's patterns) never by an idle hub
+    env = {**os.environ, "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db", "PYTHONPATH": ROOT, "SKYHUB_VAULT_KEY": new_key_text()}
+    proc = subprocess.run([sys.executable, "-c", IDLE], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["loaded"]["idle"] == [], proc.stderr
+    assert {"jinja2", "hub.console.web", "hub.console.routes"} <= set(got["loaded"]["console"])
+    assert "prometheus_client" not in got["loaded"]["refused"] and "prometheus_client" in got["loaded"]["metrics"]
+    health = got["steps"]["health"]  # counted since the hub started, before prometheus_client was loaded
+    assert got["steps"]["counted"] == [f'skyhub_http_requests_total{{method="GET",route="/health",status="{health}"}} 1.0']
+    assert "pydantic.v1" not in got["loaded"]["metrics"] and "regex" not in got["loaded"]["metrics"]
+    assert got["steps"]["api"] == 401  # the API answers as before (no credential)
+    assert got["steps"]["console"] in (302, 303, 307) and got["steps"]["metrics"] == 401
