@@ -56,6 +56,7 @@
         }
         put(net, "[data-preview-comment]", val("[data-own-comment]", net) || val("[data-shared-comment]") || "none");
         put(net, "[data-preview-alt]", val("[data-first-alt]") || "none");
+        net.querySelectorAll("[data-image-line]").forEach(function (line) { line.hidden = !val("#image-1").trim(); });
       });
     };
     compose.addEventListener("input", update);
