@@ -134,6 +134,7 @@ class ComposeForm:
     tz: str = "UTC"
     networks: dict[str, Network] = field(default_factory=lambda: {p: Network(p) for p in PLATFORMS})
     orphan_alts: list[int] = field(default_factory=list)
+    keep_images: bool = False  # the saved post's images cannot be shown as URL rows (uploads, or per network): kept as they are
 
     @classmethod
     def read(cls, fields: dict[str, str]) -> ComposeForm:
@@ -155,7 +156,8 @@ class ComposeForm:
                                at=fields.get(f"at-{p}", "").strip(), variant=None) for p in PLATFORMS}
         return cls(post=fields.get("post", "").strip(), slug=fields.get("slug", "").strip(), caption=text("caption"),
                    images=images, first_comment=text("firstComment").strip(), at=fields.get("at", "").strip(),
-                   tz=fields.get("tz", "").strip() or "UTC", networks=networks, orphan_alts=orphans)
+                   tz=fields.get("tz", "").strip() or "UTC", networks=networks, orphan_alts=orphans,
+                   keep_images=bool(fields.get("keep-images")) and bool(fields.get("post", "").strip()))
 
     @classmethod
     def of_post(cls, variants: Sequence[dict[str, Any]], tz: str = "UTC") -> ComposeForm:
@@ -167,8 +169,11 @@ class ComposeForm:
         shared_at = first.get("at")
         images = [{"url": str(i.get("url", "")), "alt": str(i.get("alt") or "")} for i in first.get("images") or []
                   if isinstance(i, dict) and i.get("url")]
+        every = [v.get("images") or [] for v in variants]
+        keep = any(e != every[0] for e in every) or any(not (isinstance(i, dict) and i.get("url")) for i in every[0])
         form = cls(post=str(first.get("post") or first.get("slug")), slug=str(first.get("post") or first.get("slug")),
-                   caption=shared_caption, images=images, first_comment=shared_comment, at=to_local(shared_at, tz), tz=tz)
+                   caption=shared_caption, images=[] if keep else images, first_comment=shared_comment,
+                   at=to_local(shared_at, tz), tz=tz, keep_images=keep)
         for v in variants:
             p = str(v.get("platform"))
             if p not in PLATFORMS:
@@ -216,6 +221,14 @@ class ComposeForm:
             return out, None
         return out, PostIn(variants=variants, caption=self.caption, images=[dict(i) for i in self.images],
                            first_comment=self.first_comment or None, at=at, slug=self.post or self.slug or None, draft=True)
+
+
+def keeping_images(post: PostIn, variants: Sequence[dict[str, Any]]) -> PostIn:
+    """``post`` with each network's saved images, as they are (a post whose images the form cannot show as URL rows)."""
+    saved = {str(v.get("platform")): [dict(i) for i in v.get("images") or []] for v in variants}
+    return PostIn(variants=[VariantIn(platform=v.platform, account=v.account, caption=v.caption, first_comment=v.first_comment,
+                                      at=v.at, reply_to=v.reply_to, images=saved.get(v.platform, [])) for v in post.variants],
+                  caption=post.caption, images=[], first_comment=post.first_comment, at=post.at, slug=post.slug, draft=post.draft)
 
 
 def place(sentence: str, form: ComposeForm) -> str:
@@ -282,7 +295,7 @@ def previews(form: ComposeForm) -> dict[str, dict[str, Any]]:
         out[p] = {"name": PLATFORMS[p], "count": count(p, caption), "limit": LIMITS[p], "tags": hashtags(caption),
                   "tag_limit": HASHTAGS.get(p), "shown": shown, "cut": was_cut, "cut_at": CUT[p],
                   "comment": net.first_comment or form.first_comment, "comment_limit": COMMENT_LIMITS[p],
-                  "thumb": thumbnail_url(net.variant, px=192) if image and net.variant else None,
+                  "thumb": thumbnail_url(net.variant, px=192) if (image or form.keep_images) and net.variant else None,
                   "alt": image["alt"] if image else None, "has_image": image is not None}
     return out
 
@@ -356,6 +369,11 @@ def compose_pages(pages: Pages) -> list[Route]:
         if action not in ACTIONS:
             errors.setdefault("networks", []).append(f"{action[:40]!r} is not an action: save, submit, approve or queue")
         db = pages.ledger(session.actor)
+        if post is not None and form.keep_images:
+            try:
+                post = keeping_images(post, await pages.run(variants_of, pages.store, form.post))
+            except NotFound:
+                pass
 
         def check() -> None:  # every sentence at once: the form's, then the post's (dry: nothing written)
             if post is not None:

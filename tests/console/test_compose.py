@@ -244,3 +244,27 @@ def test_a_conflict_on_the_publishing_form_names_no_flag(world: World) -> None:
     assert ed.post("/console/publish", first, form_page="/console/publish").status_code == 303
     again = ed.post("/console/publish", {**first, "caption": "Hello again"}, form_page="/console/publish")
     assert again.status_code == 409 and "choose another slug" in again.text and "--slug" not in again.text
+
+
+def test_editing_a_post_with_images_per_network_keeps_each_networks_images(world: World) -> None:
+    from publishers.queue import PostIn, VariantIn, submit_post
+    from publishers.settings import PublishSettings
+
+    class Settings:
+        def section(self, name: str) -> Any:
+            return PublishSettings(accounts={"bsky": SHOP}) if name == "publish" else None
+
+    ann = Ledger(world.hub.admin, "user:ann", world.hub.clock)
+    other = "https://cdn.example.org/spring/other.jpg"
+    submit_post(ann, Settings(), PostIn(variants=[VariantIn("ig", IG, images=[{"url": JPG, "alt": "cups"}]),
+                                                  VariantIn("threads", THREADS, images=[{"url": other, "alt": "plates"}])],
+                                        caption="Spring", slug="mixed", draft=True), now_ms=world.hub.clock.now_ms())
+    c = world.console("ann")
+    page = c.http.get("/console/publish/compose/mixed").text
+    assert 'name="keep-images" value="1"' in page and 'id="image-1"' not in page  # not shown as one set of rows
+    data = {"post": "mixed", "slug": "mixed", "caption": "Spring, edited", "tz": "UTC", "keep-images": "1", "action": "draft",
+            "to-ig": "1", "account-ig": IG, "to-threads": "1", "account-threads": THREADS}
+    assert compose(c, data).status_code == 303
+    v = world.variants("mixed")
+    assert v["ig"]["caption"] == v["threads"]["caption"] == "Spring, edited"
+    assert v["ig"]["images"] == [{"url": JPG, "alt": "cups"}] and v["threads"]["images"] == [{"url": other, "alt": "plates"}]
