@@ -117,6 +117,8 @@ CLI_HINTS = (
     ("to post a file from your machine, upload it first",
      lambda s: s.replace("upload it first", "give it to `skyhub publish bsky --image FILE`, which uploads it")),
     ("choose another slug", lambda s: s.replace("choose another slug", "choose another --slug")),
+    ("check the images and retry the post", lambda s: f"{s} (`skyhub publish retry ID`)"),
+    ("say which of them it became", lambda s: f"{s} (`skyhub publish resolve ID --media MEDIA_ID`)"),
 )
 
 
@@ -206,7 +208,7 @@ def publish_ls(env: Env, platform: str | None, status: str | None, since: str | 
         return
     click.echo(table(["time", "id", "status", "caption", "attempts", "next step", "permalink / last error"], [  # nothing cut but the caption
         [iso(time_ms(d)) if time_ms(d) else "", d["_id"], str(d.get("status")), excerpt(d.get("caption", d.get("text")), 40),
-         str(d.get("attempts") or 0), whole(next_step(d)), d.get("permalink") or whole(d.get("lastError"))]
+         str(d.get("attempts") or 0), whole(next_step(d)), d.get("permalink") or whole(cli_words(str(d["lastError"])) if d.get("lastError") else None)]
         for d in docs
     ]))
 

@@ -167,6 +167,8 @@ def test_an_editor_cannot_approve_through_the_console_the_api_or_a_raw_write(wor
     assert compose(ed, post_form(action="submit")).status_code == 303
     refused = ed.post("/console/publish/review/approve", {"id": "spring"}, form_page="/console/publish/review")
     assert refused.status_code == 403 and "approve" in html.unescape(refused.text)
+    turned = ed.post("/console/publish/review/reject", {"id": "spring", "text": "no"}, form_page="/console/publish/review")
+    assert turned.status_code == 403 and "may not reject" in html.unescape(turned.text)
     api = httpx.post(f"{world.hub.url}/v1/posts/spring/approve", headers={"Authorization": f"Bearer {world.tokens['ed']}"})
     assert api.status_code == 403, api.text
     doc = world.variants("spring")["ig"]
