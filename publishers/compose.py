@@ -117,6 +117,7 @@ class Network:
     account: str = ""
     caption: str = ""  # "" : the shared caption
     first_comment: str = ""  # "" : the shared first comment
+    no_comment: bool = False  # no first comment on this network, whatever the shared one
     at: str = ""  # "" : the shared time
     variant: str | None = None  # the saved variant's id (its thumbnail), when editing
 
@@ -153,6 +154,7 @@ class ComposeForm:
 
         networks = {p: Network(p, on=bool(fields.get(f"to-{p}")), account=fields.get(f"account-{p}", "").strip(),
                                caption=text(f"caption-{p}"), first_comment=text(f"comment-{p}").strip(),
+                               no_comment=bool(fields.get(f"nocomment-{p}")),
                                at=fields.get(f"at-{p}", "").strip(), variant=None) for p in PLATFORMS}
         return cls(post=fields.get("post", "").strip(), slug=fields.get("slug", "").strip(), caption=text("caption"),
                    images=images, first_comment=text("firstComment").strip(), at=fields.get("at", "").strip(),
@@ -183,6 +185,7 @@ class ComposeForm:
             form.networks[p] = Network(p, on=True, account=str(v.get("account")),
                                        caption=caption if caption != shared_caption else "",
                                        first_comment=comment_ if comment_ != shared_comment else "",
+                                       no_comment=bool(shared_comment) and not comment_,
                                        at=to_local(v.get("at"), tz) if v.get("at") != shared_at else "", variant=str(v["_id"]))
         return form
 
@@ -216,7 +219,7 @@ class ComposeForm:
             if problem and "tz" not in out:
                 out[f"at-{n.platform}"] = [problem]
             variants.append(VariantIn(platform=n.platform, account=n.account or None, caption=n.caption or None,
-                                      first_comment=n.first_comment or None, at=own_at))
+                                      first_comment="" if n.no_comment else n.first_comment or None, at=own_at))
         if not variants:
             return out, None
         return out, PostIn(variants=variants, caption=self.caption, images=[dict(i) for i in self.images],
@@ -294,7 +297,7 @@ def previews(form: ComposeForm) -> dict[str, dict[str, Any]]:
         image = form.images[0] if form.images else None
         out[p] = {"name": PLATFORMS[p], "count": count(p, caption), "limit": LIMITS[p], "tags": hashtags(caption),
                   "tag_limit": HASHTAGS.get(p), "shown": shown, "cut": was_cut, "cut_at": CUT[p],
-                  "comment": net.first_comment or form.first_comment, "comment_limit": COMMENT_LIMITS[p],
+                  "comment": "" if net.no_comment else net.first_comment or form.first_comment, "comment_limit": COMMENT_LIMITS[p],
                   "thumb": thumbnail_url(net.variant, px=192) if (image or form.keep_images) and net.variant else None,
                   "alt": image["alt"] if image else None, "has_image": image is not None}
     return out

@@ -132,10 +132,13 @@ def test_an_editor_saves_a_draft_for_three_networks_then_submits_it_and_has_no_a
     assert queued.status_code == 403 and "require" in html.unescape(queued.text)
     assert {d["status"] for d in world.variants("spring").values()} == {"draft"}
 
-    submitted = compose(ed, post_form(action="submit", **{"caption-threads": "Spring on Threads, again"}))
+    submitted = compose(ed, post_form(action="submit", **{"caption-threads": "Spring on Threads, again", "nocomment-threads": "1"}))
     assert submitted.status_code == 303, submitted.text
     v = world.variants("spring")
     assert {d["status"] for d in v.values()} == {"in-review"} and v["threads"]["caption"] == "Spring on Threads, again"
+    assert "firstComment" not in v["threads"] and v["ig"]["firstComment"] == "Shop link in bio"  # none on Threads only
+    assert 'id="nocomment-threads" name="nocomment-threads" value="1" data-no-comment checked' in ed.http.get(
+        "/console/publish/compose/spring").text
 
 
 def test_an_approver_approves_queues_and_the_review_page_shows_the_post(world: World) -> None:
@@ -160,6 +163,11 @@ def test_an_approver_approves_queues_and_the_review_page_shows_the_post(world: W
                                                                       "caption-bsky": "Summer"}))
     assert queued.status_code == 303, queued.text
     assert {d["status"] for d in world.variants("summer").values()} == {"pending"}
+    approved = compose(ann, post_form(slug="autumn", action="approve", **{"caption-ig": "Autumn", "caption-threads": "Autumn",
+                                                                          "caption-bsky": "Autumn"}))
+    assert approved.status_code == 303, approved.text
+    assert {d["status"] for d in world.variants("autumn").values()} == {"approved"}
+    assert {d["review"]["by"] for d in world.variants("autumn").values()} == {"user:ann"}
 
 
 def test_an_editor_cannot_approve_through_the_console_the_api_or_a_raw_write(world: World) -> None:

@@ -124,6 +124,8 @@ def test_an_editor_composes_for_three_networks_and_an_approver_approves(browser:
         assert p.inner_text("#preview-bsky [data-preview-alt]") == "Three blue cups on a shelf"
         p.fill("#firstComment", "Shop link in bio")
         assert p.inner_text("#preview-threads [data-preview-comment]") == "Shop link in bio"
+        p.check("#nocomment-bsky")  # none on Bluesky
+        assert p.inner_text("#preview-bsky [data-preview-comment]") == "none"
         ed.fits("typed")
 
         p.click("button[value=draft]")
@@ -132,7 +134,7 @@ def test_an_editor_composes_for_three_networks_and_an_approver_approves(browser:
         assert statuses(hub, slug) == {"ig": "draft", "threads": "draft", "bsky": "draft"}
         docs = {d["platform"]: d for d in variants_of(hub.admin, slug)}
         assert docs["threads"]["caption"] == "Spring on Threads" and docs["ig"]["caption"] == LONG
-        assert {d["firstComment"] for d in docs.values()} == {"Shop link in bio"}
+        assert docs["ig"]["firstComment"] == docs["threads"]["firstComment"] == "Shop link in bio" and "firstComment" not in docs["bsky"]
         assert p.input_value("#caption-threads") == "Spring on Threads"  # the saved draft, back in the form
         assert p.locator("#preview-ig img.thumb").get_attribute("src").startswith("/console/publish/thumbnail?id=")
         ed.fits("saved")

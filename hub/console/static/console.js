@@ -54,12 +54,14 @@
           if (chars.length > cut && !more) { more = document.createElement("span"); more.className = "muted"; more.dataset.more = ""; preview.appendChild(more); }
           if (more) more.textContent = chars.length > cut ? " … more" : "";
         }
-        put(net, "[data-preview-comment]", val("[data-own-comment]", net) || val("[data-shared-comment]") || "none");
+        const none = net.querySelector("[data-no-comment]");
+        put(net, "[data-preview-comment]", (none && none.checked ? "" : val("[data-own-comment]", net) || val("[data-shared-comment]")) || "none");
         put(net, "[data-preview-alt]", val("[data-first-alt]") || "none");
         net.querySelectorAll("[data-image-line]").forEach(function (line) { line.hidden = !val("#image-1").trim(); });
       });
     };
     compose.addEventListener("input", update);
+    compose.addEventListener("change", update);
   }
   const summary = document.getElementById("error-summary");
   if (summary) summary.setAttribute("tabindex", "-1"), summary.focus();
