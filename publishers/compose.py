@@ -336,7 +336,7 @@ def compose_pages(pages: Pages) -> list[Route]:
             return (accounts_of(pages, session.actor), *role_of(session.actor))
 
         accounts, approves, queues = await pages.run(read)
-        actions = ["draft", "submit"] + (["approve"] if approves else []) + (["queue"] if queues else [])
+        actions = [] if fixed else ["draft", "submit"] + (["approve"] if approves else []) + (["queue"] if queues else [])
         return pages.render(  # type: ignore[no-any-return]
             "compose.html", request, session, title="Edit a post" if form.post else "Compose a post", form=form, errors=errors,
             platforms=PLATFORMS, accounts=accounts, previews=previews(form), actions=[(a, ACTIONS[a]) for a in actions],
@@ -357,6 +357,9 @@ def compose_pages(pages: Pages) -> list[Route]:
             return pages.error(request, session, 404, exc.reason)  # type: ignore[no-any-return]
         fixed = next((f"{v['_id']}: its content is fixed ({why}); cancel it and duplicate it to post something else"
                       for v in variants if (why := started(v)) is not None), None)
+        if fixed is None and not variants[0].get("post"):
+            fixed = (f"{variants[0]['_id']} was queued for one network on the Publishing page, and this page edits posts "
+                     "composed here: cancel it there and compose it here to change it")
         return await show(request, session, ComposeForm.of_post(variants, tz), {}, fixed=fixed)
 
     @pages.page

@@ -278,3 +278,12 @@ def test_editing_a_post_with_images_per_network_keeps_each_networks_images(world
     v = world.variants("mixed")
     assert v["ig"]["caption"] == v["threads"]["caption"] == "Spring, edited"
     assert v["ig"]["images"] == [{"url": JPG, "alt": "cups"}] and v["threads"]["images"] == [{"url": other, "alt": "plates"}]
+
+
+def test_a_post_of_one_network_is_shown_with_why_it_is_not_edited_here(world: World) -> None:
+    c = world.console("ann")
+    assert c.post("/console/publish", {"platform": "bsky", "account": SHOP, "slug": "solo", "caption": "Hello", "tz": "UTC"},
+                  form_page="/console/publish").status_code == 303
+    page = html.unescape(c.http.get(f"/console/publish/compose/bsky:{SHOP}:solo").text)
+    assert "was queued for one network on the Publishing page" in page and buttons(page) == []
+    assert ">Hello</textarea>" in page  # its content, shown
