@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from ledger import Env, LedgerError, NotFound, Usage
+from ledger import Conflict, Env, LedgerError, NotFound, Usage
 from ledger.text import iso, table, whole
 
 from . import media
@@ -98,9 +98,9 @@ def _queue_command(platform: str) -> click.Command:
                                      at=at, reply_to=reply_to)
                 out = {"id": doc["_id"], "queued": queued, "status": doc["status"], "rev": doc["_rev"], "warnings": warnings(doc)}
         except LedgerError as exc:
-            if exc.code == PostInvalid.code and "needs alt text" in exc.reason:  # the sentences are shared; the flag is the CLI's
-                raise PostInvalid("; ".join(f"{s} (give it with --alt right after its --image)" if "needs alt text" in s else s
-                                            for s in exc.reason.split("; "))) from None
+            worded = cli_words(exc.reason)
+            if worded != exc.reason and exc.code in (PostInvalid.code, Conflict.code):
+                raise (PostInvalid if exc.code == PostInvalid.code else Conflict)(worded) from None
             raise
         click.echo(json.dumps(out))
         if not out["queued"]:
@@ -109,6 +109,28 @@ def _queue_command(platform: str) -> click.Command:
             click.echo(f"skyhub: {sentence}", err=True)
 
     return command
+
+
+# The sentences are shared by every door and name no flag; the CLI says which of its options is the fix.
+CLI_HINTS = (
+    ("needs alt text", lambda s: f"{s} (give it with --alt right after its --image)"),
+    ("to post a file from your machine, upload it first",
+     lambda s: s.replace("upload it first", "give it to `skyhub publish bsky --image FILE`, which uploads it")),
+    ("choose another slug", lambda s: s.replace("choose another slug", "choose another --slug")),
+    ("check the images and retry the post", lambda s: f"{s} (`skyhub publish retry ID`)"),
+    ("say which of them it became", lambda s: f"{s} (`skyhub publish resolve ID --media MEDIA_ID`)"),
+)
+
+
+def cli_words(reason: str) -> str:
+    """A refusal's sentences as the CLI says them: each one's fix named by its option."""
+    out = []
+    for sentence in reason.split("; "):
+        for marker, word in CLI_HINTS:
+            if marker in sentence:
+                sentence = word(sentence)
+        out.append(sentence)
+    return "; ".join(out)
 
 
 def _read(path: str) -> Picture:
@@ -186,7 +208,7 @@ def publish_ls(env: Env, platform: str | None, status: str | None, since: str | 
         return
     click.echo(table(["time", "id", "status", "caption", "attempts", "next step", "permalink / last error"], [  # nothing cut but the caption
         [iso(time_ms(d)) if time_ms(d) else "", d["_id"], str(d.get("status")), excerpt(d.get("caption", d.get("text")), 40),
-         str(d.get("attempts") or 0), whole(next_step(d)), d.get("permalink") or whole(d.get("lastError"))]
+         str(d.get("attempts") or 0), whole(next_step(d)), d.get("permalink") or whole(cli_words(str(d["lastError"])) if d.get("lastError") else None)]
         for d in docs
     ]))
 

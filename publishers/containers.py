@@ -185,7 +185,7 @@ class Containers:
         done = int(step.doc.get("recreates") or 0)
         if done >= MAX_RECREATES:
             return step.error(f"{reason}; its containers were made again {done} times already, so this post stops here: "
-                              "check the images and queue it again (`skyhub publish retry`)")
+                              "check the images and retry the post")
         step.write("pending", recreates=done + 1, containers=None, carouselId=None, carouselAt=None, checks=None,
                    intent=None, notBefore=None, lastError=f"{reason}: its containers are made again")
         return "recreate"
@@ -355,8 +355,7 @@ class Containers:
             return "needs-person"
         others = ", ".join(rivals[:3])
         reason = (f"{self.name} published this post, but {len(candidates)} recent post(s) have its caption and {others} "
-                  f"{'is' if len(rivals) == 1 else 'are'} not resolved either: choose its media "
-                  f"(`skyhub publish resolve {step.doc['_id']} --media MEDIA_ID`, or in the console)")
+                  f"{'is' if len(rivals) == 1 else 'are'} not resolved either: say which of them it became")
         step.settle("needs-person", candidates=candidates, lastError=reason, intent=step.intent)
         log.warning("publish: %s needs a person: %s", step.doc["_id"], reason, extra={"id": step.doc["_id"]})
         return "needs-person"

@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from ledger import Conflict, Forbidden, LedgerError, Machine, NotFound, Pages
 
+from .compose import compose_pages
 from .errors import PostInvalid
 from .listing import next_step, page
 from .machine import DB, KIND
@@ -228,6 +229,7 @@ def publish_pages(pages: Pages) -> list[Route]:
         Route("/console/publish/retry", move("retry"), methods=["POST"]),
         Route("/console/publish/cancel", move("cancel"), methods=["POST"]),
         Route("/console/publish/resolve", publish_resolve, methods=["POST"]),
+        *compose_pages(pages),  # the compose page and the review queue (publishers/compose.py)
     ]
 
 

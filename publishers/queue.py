@@ -99,7 +99,7 @@ def queue(db: Ledger, body: dict[str, Any], *, admission: Admission | None = Non
         name = PLATFORMS[body["platform"]]
         raise Conflict(
             f"{doc_id} is already queued with different content ({head.get('status')}): "
-            f"choose another --slug for a new {name} post, or cancel that one first"
+            f"choose another slug for a new {name} post, or cancel that one first"
         ) from None
 
 
@@ -375,7 +375,7 @@ def _post(db: Ledger, doc_id: str) -> dict[str, Any]:
     try:
         doc = db.get(DB, doc_id)
     except NotFound:
-        raise NotFound(f"no queued post {doc_id!r} (ids look like ig:ACCOUNT:SLUG; see `skyhub publish ls`)") from None
+        raise NotFound(f"no queued post {doc_id!r} (ids look like ig:ACCOUNT:SLUG)") from None
     if doc.get("kind") != KIND:
         raise NotFound(f"{doc_id!r} is not a queued post")
     return doc

@@ -79,7 +79,7 @@ def is_local(url: str) -> bool:
 
 def _upload_problem(n: int, upload: Any) -> str | None:
     if not isinstance(upload, dict) or set(upload) - UPLOAD_FIELDS:
-        return f"image {n}'s upload must be {{sha256, size, type, chunks, name}} as `skyhub publish` writes it"
+        return f"image {n}'s upload must be {{sha256, size, type, chunks, name}}, as the hub writes it when a file is uploaded"
     size, chunks = upload.get("size"), upload.get("chunks")
     if not isinstance(upload.get("sha256"), str) or not _HEX.match(upload["sha256"]):
         return f"image {n}'s upload needs the sha256 of its bytes (64 hex digits)"
@@ -131,7 +131,7 @@ def problems(request: dict[str, Any], *, now_ms: int | None = None, admission: A
         elif len(alt) > ALT:
             out.append(f"image {n}'s alt text is {len(alt):,} characters; the limit is {ALT:,}")
         if ("url" in image) == ("upload" in image):
-            out.append(f"image {n} needs a url, or an upload made by `skyhub publish` (not both)")
+            out.append(f"image {n} needs a url, or an uploaded file (not both)")
             continue
         if "upload" in image:
             if platform != "bsky":
@@ -146,8 +146,7 @@ def problems(request: dict[str, Any], *, now_ms: int | None = None, admission: A
             out.append(f"image {n}'s url must be a string")
             continue
         if is_local(url):
-            hint = ("; to post a file from your machine, give it to `skyhub publish bsky --image FILE`, which uploads it"
-                    if platform == "bsky" else "")
+            hint = "; to post a file from your machine, upload it first" if platform == "bsky" else ""
             out.append(f"image {n} must be a public https URL, not a path or another kind of address{hint}")
             continue
         if platform != "bsky" and not url.lower().startswith("https://"):

@@ -129,6 +129,7 @@ def seed(tmp: Path) -> Seeded:
             _edit(hub, "vault", meta["id"], status="needs-reauth" if dead else "ok", needsReauth=dead,
                   lastError=("Meta answered 190: Error validating access token: " + UNBROKEN) if dead else None,
                   expiresAt=now + 86_400_000 * 50)
+        review_post(maya, hub)
         operator = Ledger(admin, "admin", hub.clock)  # the overview's Paused table at its widest: a long account, a long why
         pause(operator, f"bsky:{HANDLE}", "Waiting for the shop to confirm the new handle: " + UNBROKEN)
         pause(operator, "tick:reply", "Replies held while the bot's wording is reviewed")
@@ -136,6 +137,43 @@ def seed(tmp: Path) -> Seeded:
     except BaseException:
         hub.stop()
         raise
+
+
+REVIEW_SLUG = "spring-launch-for-three-networks-with-a-name-as-long-as-a-name-may-be-" + "z" * 30  # 100 characters
+
+
+def review_post(maya: Ledger, hub: Hub) -> None:
+    """A post for three networks in review: Instagram's long caption, long accounts, a long comment (compose, review)."""
+    from publishers.posts import comment, submit_for_review
+    from publishers.queue import PostIn, VariantIn, submit_post
+
+    image = [{"url": "https://cdn.example.org/" + "very/long/path/" * 12 + "cups.jpg", "alt": "A shelf of hand-made cups " * 8}]
+    post = PostIn(variants=[VariantIn("ig", IG, caption=CAPTION), VariantIn("threads", CRED_ACCOUNT.format(1), caption=UNBROKEN[:480]),
+                            VariantIn("bsky", HANDLE, caption=UNBROKEN[:290])],
+                  images=image, first_comment="Shop: https://shop.example.org/" + UNBROKEN[:200], slug=REVIEW_SLUG, draft=True)
+    submit_post(maya, _Settings(), post, now_ms=hub.clock.now_ms())
+    submit_for_review(maya, REVIEW_SLUG, now_ms=hub.clock.now_ms())
+    comment(maya, REVIEW_SLUG, "Is the link right? " + UNBROKEN, now_ms=hub.clock.now_ms())
+
+
+class _Settings:
+    """The hub's publish settings as the seed needs them (the default accounts given to the hub above)."""
+
+    def section(self, name: str) -> Any:
+        from publishers.settings import PublishSettings
+
+        return PublishSettings(accounts={"bsky": DEFAULT_BSKY}) if name == "publish" else None  # [fetch]: its defaults
+
+
+def _bad_compose(page: Any) -> None:
+    """The compose page sent with mistakes, with long captions: each sentence next to its field, the form kept."""
+    page.goto(page.url.split("/console")[0] + "/console/publish/compose")
+    page.fill("#caption", CAPTION)
+    page.check("#to-threads")
+    page.fill("#image-1", "ftp://" + UNBROKEN)
+    page.fill("#alt-2", "an alt text without its image " + UNBROKEN)
+    page.click("button[value=draft]")
+    page.locator("#error-summary").wait_for()
 
 
 def _bad_form(page: Any) -> None:
@@ -162,6 +200,10 @@ VIEWS: dict[str, str | Callable[[Any], None]] = {
     "mentions": "/console/mentions?status=build-failed",
     "publishing": "/console/publish",
     "publishing-errors": _bad_form,
+    "compose": "/console/publish/compose",
+    "compose-edit": f"/console/publish/compose/{REVIEW_SLUG}",
+    "compose-errors": _bad_compose,
+    "review": "/console/publish/review",
     "search": "/console/search?q=make+page",  # every database: 55 mentions with long unbroken text
     "search-jobs": "/console/search?db=jobs&q=nightly-rebuild",  # one database, a page of 50 ids of 250 characters
     "error": "/console/doc/jobs/" + "no-such-job-" * 20,

@@ -84,8 +84,7 @@ BAD = [
     ({"platform": "bsky", "account": "a.test", "slug": "s", "caption": "é" * 301}, "a Bluesky post is at most 300 characters"),
     ({"platform": "bsky", "account": "a.test", "slug": "s", "images": [{"url": "https://x.test/1.png"}]}, "needs alt text on Bluesky"),
     ({"platform": "bsky", "account": "a.test", "slug": "s", "images": [{"url": "/tmp/x.png", "alt": "x"}]},
-     "image 1 must be a public https URL, not a path or another kind of address; to post a file from your machine, give it "
-     "to `skyhub publish bsky --image FILE`, which uploads it"),
+     "image 1 must be a public https URL, not a path or another kind of address; to post a file from your machine, upload it first"),
     ({"platform": "bsky", "account": "a.test", "slug": "s", "caption": "x", "replyTo": "https://bsky.app/x"}, "replyTo must be the at:// URI"),
     ({"platform": "ig", "slug": "s", "images": images(1), "at": "2026-12-01T09:00:00"}, "at must be a time with its time zone"),
     ({"platform": "ig", "slug": "s", "images": images(1), "at": IN_PAST}, "is in the past"),

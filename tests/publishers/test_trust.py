@@ -16,6 +16,7 @@ from ledger import SYSTEM, Forbidden, Ledger, open_store
 from ledger.context import make_context
 from platforms.fetcher import Fetcher
 from publishers import media
+from publishers.cli import cli_words
 from publishers.errors import PostInvalid
 from publishers.queue import new_request, queue, resolve
 from publishers.settings import PublishSettings
@@ -235,7 +236,8 @@ def test_two_ambiguous_posts_go_to_a_person_and_the_second_resolves_itself(ig):
         d = ig.doc(doc_id)
         assert d["status"] == "needs-person" and "mediaId" not in d
         assert {c["mediaId"] for c in d["candidates"]} == {_media_of(ig, a), _media_of(ig, b)}
-        assert "skyhub publish resolve" in d["lastError"]
+        assert "say which of them it became" in d["lastError"] and "skyhub" not in d["lastError"]  # shown on the web too
+        assert "`skyhub publish resolve ID --media MEDIA_ID`" in cli_words(d["lastError"])  # the CLI names its command
     revisions = len(ig.store.history(REQUESTS, a))
     assert ig.tick() == {"needs-person": 2} and len(ig.store.history(REQUESTS, a)) == revisions  # looked at again, nothing rewritten
     with pytest.raises(PostInvalid, match="is not a candidate"):

@@ -27,6 +27,42 @@
       if (!document.querySelector(".image-row[hidden]")) more.disabled = true;
     });
   }
+  // the compose page (publishers/compose.py): each network's counters and preview follow what is typed,
+  // counted as the server counts (Bluesky: graphemes; Instagram and Threads: characters)
+  const compose = document.querySelector("form[data-compose]");
+  if (compose) {
+    const seg = window.Intl && Intl.Segmenter ? new Intl.Segmenter() : null;
+    const tag = /(?:^|\s)#[\p{L}\p{N}\p{M}_]/gu;
+    const val = function (sel, root) { const el = (root || compose).querySelector(sel); return el ? el.value : ""; };
+    const put = function (root, sel, text) { const el = root.querySelector(sel); if (el && el.textContent !== text) el.textContent = text; };
+    const update = function () {
+      compose.querySelectorAll("[data-network]").forEach(function (net) {
+        const p = net.dataset.network, text = val("[data-own-caption]", net) || val("[data-shared-caption]");
+        const chars = Array.from(text);
+        const n = p === "bsky" && seg ? Array.from(seg.segment(text)).length : chars.length;
+        const tags = (text.match(tag) || []).length, limit = +net.dataset.limit, tagLimit = +(net.dataset.tagLimit || 0);
+        put(net, "[data-count]", n.toLocaleString("en-US"));
+        put(net, "[data-tags]", String(tags));
+        put(net, "[data-over]", n > limit || (tagLimit && tags > tagLimit) ? " · over " + net.querySelector("h3").textContent + "'s limit" : "");
+        const cut = +net.dataset.cut, shown = chars.length > cut ? chars.slice(0, cut).join("") : text;
+        const preview = net.querySelector("[data-preview]");
+        if (preview) {
+          put(preview, "[data-more]", "");
+          if (preview.firstChild && preview.firstChild.nodeType === 3) preview.firstChild.textContent = shown;
+          else preview.insertBefore(document.createTextNode(shown), preview.firstChild);
+          let more = preview.querySelector("[data-more]");
+          if (chars.length > cut && !more) { more = document.createElement("span"); more.className = "muted"; more.dataset.more = ""; preview.appendChild(more); }
+          if (more) more.textContent = chars.length > cut ? " … more" : "";
+        }
+        const none = net.querySelector("[data-no-comment]");
+        put(net, "[data-preview-comment]", (none && none.checked ? "" : val("[data-own-comment]", net) || val("[data-shared-comment]")) || "none");
+        put(net, "[data-preview-alt]", val("[data-first-alt]") || "none");
+        net.querySelectorAll("[data-image-line]").forEach(function (line) { line.hidden = !val("#image-1").trim(); });
+      });
+    };
+    compose.addEventListener("input", update);
+    compose.addEventListener("change", update);
+  }
   const summary = document.getElementById("error-summary");
   if (summary) summary.setAttribute("tabindex", "-1"), summary.focus();
 
