@@ -59,7 +59,7 @@ def reply(event: TickEvent, ctx: Context) -> dict[str, int]:
     except LedgerError:
         version = None  # flagged or missing: bluesky(ctx) below says so, when a mention is due
     replier = Replier(ctx.db, s.reply_template, pages=PageCheck(ctx.fetch, int(s.page_wait * 1000)),
-                      credential=cred, session_version=version, paused=pause_of(paused(ctx.db), "bsky", s.handle) is not None)
+                      credential=cred, session_version=version, paused=pause_of(paused(ctx.db.store), "bsky", s.handle) is not None)
     return replier.run(lambda: bluesky(ctx))
 
 
