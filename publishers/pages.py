@@ -221,7 +221,10 @@ def publish_pages(pages: Pages) -> list[Route]:
             headers["X-Thumbnail-Problem"] = "".join(c if " " <= c <= "~" else "?" for c in thumb.reason)[:500]
         return Response(thumb.data, status_code=status, media_type=thumb.mime, headers=headers)
 
+    from .calendar_pages import calendar_pages  # the calendar and the zone form: their own module
+
     return [
+        *calendar_pages(pages),
         Route("/console/publish/thumbnail", publish_thumbnail, methods=["GET"]),
         Route("/console/publish", publish_page, methods=["GET"]),
         Route("/console/publish", publish_submit, methods=["POST"]),
