@@ -131,3 +131,14 @@ def test_a_move_to_a_time_the_clocks_skip_is_refused_as_json_for_the_drag(planne
     assert answer.json() == {"ok": False, "sentence": "2027-03-28 02:30 does not exist in Europe/Berlin (the clocks skip it): "
                                                       "pick another time"}
     assert hub.admin.get("requests", f"bsky:{SHOP}:spring")["at"] == "2027-03-24T09:00:00+01:00"
+
+
+def test_the_queue_is_sorted_by_time_with_caption_excerpts(planner):
+    hub, console = planner
+    draft(hub, "aaa-late", "2027-01-20T09:00:00Z", caption="Later, though its id sorts first " + "word " * 40)
+    draft(hub, "zzz-early", "2027-01-10T09:00:00Z", caption="Earlier post")
+    page = console.http.get("/console/publish").text
+    rows = re.findall(r'<tr id="row-([^"]+)"', page)
+    assert rows.index(f"bsky-{SHOP}-zzz-early") < rows.index(f"bsky-{SHOP}-aaa-late")
+    assert rows.index(f"threads-{THREADS}-zzz-early") < rows.index(f"bsky-{SHOP}-aaa-late")
+    assert '<p class="excerpt">Later, though its id sorts first word' in page and "…</p>" in page
