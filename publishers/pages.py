@@ -225,9 +225,11 @@ def publish_pages(pages: Pages) -> list[Route]:
         return Response(thumb.data, status_code=status, media_type=thumb.mime, headers=headers)
 
     from .calendar_pages import calendar_pages  # the calendar and the zone form: their own module
+    from .import_page import import_pages  # the console's import of a content calendar
 
     return [
         *calendar_pages(pages),
+        *import_pages(pages),
         Route("/console/publish/thumbnail", publish_thumbnail, methods=["GET"]),
         Route("/console/publish", publish_page, methods=["GET"]),
         Route("/console/publish", publish_submit, methods=["POST"]),

@@ -110,3 +110,36 @@ def test_pick_a_new_time_on_a_phone(browser: Any, hub: Hub) -> None:
         _fits_and_is_clean(page, 390, "phone-week-moved")
     finally:
         page.context.close()
+
+
+def test_import_a_calendar_with_two_bad_rows_of_ten_from_a_file_on_a_phone(browser: Any, tmp_path: Path, key_text: str) -> None:
+    from publishers.listing import by_time
+    from tests.publishers.test_import import rows
+
+    found = Hub(f"sqlite:///{tmp_path}/skyhub.db", tmp_path, jobs=False, env={
+        "SKYHUB_VAULT_KEY": key_text, "SKYHUB_PUBLISH__ACCOUNTS__IG": "17841400000000000",
+        "SKYHUB_PUBLISH__ACCOUNTS__THREADS": THREADS, "SKYHUB_PUBLISH__EVERY": "1h"})
+    try:
+        page = _tab(browser, found, 390, 844)
+        page.goto(found.url + "/console/publish/import")
+        _fits_and_is_clean(page, 390, "phone-import")
+        page.set_input_files("#import-file", files=[{"name": "week-49.csv", "mimeType": "text/csv", "buffer": rows().encode()}])
+        page.wait_for_function("() => document.getElementById('import-content').value.includes('day-10')")
+        page.click("button[value=check]")
+        page.locator("#import-report").wait_for()
+        assert page.locator("#import-counts").inner_text() == (
+            "8 would be new, 0 would be updated, 0 unchanged, 2 invalid (nothing written for them)")
+        assert "an Instagram post needs an image" in page.locator("#import-row-5").inner_text()
+        assert "tiktok" in page.locator("#import-row-9").inner_text()
+        assert by_time(found.admin) == []  # the check wrote nothing
+        _fits_and_is_clean(page, 390, "phone-import-checked")
+        page.click("button[value=import]")
+        page.locator("#import-report h2", has_text="Imported").wait_for()
+        assert page.locator("#import-counts").inner_text().startswith("8 new, 0 updated, 0 unchanged, 2 invalid")
+        posts = {d.get("post") for d in by_time(found.admin)}
+        assert posts == {f"day-{n}" for n in range(1, 11) if n not in (4, 8)}
+        page.click("button[value=import]")  # again: every row is as it was
+        page.locator("#import-counts", has_text="0 new, 0 updated, 8 unchanged, 2 invalid").wait_for()
+        page.context.close()
+    finally:
+        found.stop()

@@ -86,6 +86,20 @@
         .catch(function () { if (said) { said.classList.add("error"); said.textContent = "the hub could not be reached: nothing was moved"; } });
     });
   }
+  // the import form: a chosen file's text goes into the box the form sends (the console's forms are text)
+  const importFile = document.getElementById("import-file");
+  if (importFile) {
+    importFile.addEventListener("change", function () {
+      const file = importFile.files && importFile.files[0];
+      if (!file) return;
+      const reader = new FileReader();
+      reader.onload = function () {
+        document.getElementById("import-content").value = String(reader.result || "");
+        document.getElementById("import-name").value = file.name;
+      };
+      reader.readAsText(file);
+    });
+  }
   const summary = document.getElementById("error-summary");
   if (summary) summary.setAttribute("tabindex", "-1"), summary.focus();
 
