@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ledger import ADMIN, Clock, Invalid, LedgerError, NotFound, Rules, Store
+from ledger import ADMIN, Clock, Conflict, Invalid, LedgerError, NotFound, Rules, Store
 from ledger.actor import parse_actor
 from ledger.errors import EXIT_FORBIDDEN
 
@@ -141,12 +141,58 @@ def set_role(store: Store, name: str, role: str, *, clock: Clock) -> dict[str, A
     """Make person ``name`` hold ``role`` (one of ``ROLES``); their next write is judged by it, on every hub process."""
     _check_name(name, "user")
     _check_role(role)
-    doc = {"kind": "person", "name": name, "actor": f"user:{name}", "role": role, "updatedAt": clock.now_ms()}
+    return _set_person(store, name, {"role": role}, clock=clock)
+
+
+def _set_person(store: Store, name: str, fields: dict[str, Any], *, clock: Clock) -> dict[str, Any]:
+    """Write ``fields`` on person ``name``'s document (``person:NAME``), keeping the others (role, zone)."""
+    for _ in range(5):
+        try:
+            head = store.get(AUTH_DB, f"person:{name}")
+        except NotFound:
+            head = None
+        kept = {k: v for k, v in (head or {}).items() if not k.startswith("_")}
+        doc = {**kept, "kind": "person", "name": name, "actor": f"user:{name}", **fields, "updatedAt": clock.now_ms()}
+        try:
+            if head is None:
+                return store.put(AUTH_DB, doc, f"person:{name}", actor="admin", create_only=True)
+            return store.put(AUTH_DB, doc, f"person:{name}", actor="admin", if_rev=head["_rev"])
+        except Conflict:
+            continue  # another process changed the person in between: read again, keep theirs
+    raise Conflict(f"person {name!r} kept changing while being written: try again")
+
+
+def check_zone(zone: str) -> str:
+    """``zone`` if it is an IANA time zone this machine knows (``Europe/Berlin``, ``UTC``); ``Invalid`` otherwise."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    text = (zone or "").strip()
+    if not text or len(text) > 64 or text.startswith(("/", ".")) or ".." in text or "\\" in text:
+        raise Invalid(f"time zone {text[:64]!r} is not one: give an IANA name such as Europe/Berlin or America/New_York")
     try:
-        head = store.get(AUTH_DB, f"person:{name}")
-        return store.put(AUTH_DB, doc, f"person:{name}", actor="admin", if_rev=head["_rev"])
+        ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise Invalid(f"time zone {text[:64]!r} is not one: give an IANA name such as Europe/Berlin or America/New_York") from None
+    return text
+
+
+def set_zone(store: Store, name: str, zone: str | None, *, clock: Clock) -> dict[str, Any]:
+    """Make person ``name``'s time zone ``zone`` (an IANA name, checked; None: the browser's again).
+    The console shows their times and computes their calendar in it."""
+    _check_name(name, "user")
+    return _set_person(store, name, {"zone": check_zone(zone) if zone is not None else None}, clock=clock)
+
+
+def zone_of(store: Store, name: str) -> str | None:
+    """Person ``name``'s time zone, or None when they chose none (the console then uses the browser's)."""
+    try:
+        zone = store.get(AUTH_DB, f"person:{name}").get("zone")
     except NotFound:
-        return store.put(AUTH_DB, doc, f"person:{name}", actor="admin", create_only=True)
+        return None
+    try:
+        return check_zone(zone) if isinstance(zone, str) else None
+    except Invalid:
+        return None
 
 
 def role_of(store: Store, name: str) -> str:

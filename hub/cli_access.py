@@ -60,6 +60,22 @@ def user_role(state: State, name: str, role: str) -> None:
     click.echo(json.dumps({"user": f"user:{name}", "role": role}))
 
 
+@user.command("zone")
+@click.argument("name")
+@click.argument("zone")
+@click.pass_obj
+def user_zone(state: State, name: str, zone: str) -> None:
+    """Set the time zone a person's console shows times and the publishing calendar in: an IANA name, or
+    "browser" for their browser's zone again (the default). They can change it on the console's zone form too.
+
+    Example: skyhub user zone ana Europe/Berlin
+    """
+    from .auth import set_zone
+
+    set_zone(state.local_store("skyhub user zone"), name, None if zone == "browser" else zone, clock=state.clock)
+    click.echo(json.dumps({"user": f"user:{name}", "zone": None if zone == "browser" else zone}))
+
+
 @user.command("list")
 @json_option
 @click.pass_obj

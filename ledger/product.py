@@ -155,6 +155,10 @@ class Pages(Protocol):
     def machine_for(self, db: str, doc: dict[str, Any]) -> Machine | None:
         """The machine that governs ``doc`` in ``db``."""
 
+    def set_zone(self, session: Any, zone: str | None) -> None:
+        """Store the signed-in person's time zone (an IANA name, checked: ``Invalid`` otherwise; None: their
+        browser's again), as ``skyhub user zone`` does; their next page (``session.zone``) is in it."""
+
 
 @dataclass
 class Offered:

@@ -1,5 +1,5 @@
 """The publishing pages of the console (``PUBLISHERS.pages``): the form that queues a post, the
-queue by status and platform (each row with its first image's thumbnail and its warnings),
+queue by time (``listing.by_time``) by status and platform, with caption excerpts (each row with its first image's thumbnail and its warnings),
 Retry, Cancel, the choice of media for a post that needs a person, and the thumbnails of posts'
 images (``/console/publish/thumbnail``, see ``publish_thumbnail``). Every write goes through the
 same path as the CLI and the API (``publishers.queue``), as the signed-in person, so the machine
@@ -18,7 +18,7 @@ from ledger import Conflict, Forbidden, LedgerError, Machine, NotFound, Pages
 
 from .compose import compose_pages
 from .errors import PostInvalid
-from .listing import next_step, page
+from .listing import by_time, excerpt, next_step, time_ms
 from .machine import DB, KIND
 from .queue import cancel, resolve, retry, submit
 from .thumbnails import SIZES, Thumbnails, fallback
@@ -82,10 +82,12 @@ def publish_pages(pages: Pages) -> list[Route]:
             platform = ""
         machine = pages.machine_for(DB, {"kind": KIND})
 
-        def read() -> tuple[list[dict[str, Any]], str | None, dict[str, int]]:
-            found = page(pages.store, platform=platform or None, status=status or None, limit=PAGE_SIZE, after=after)
+        def read() -> tuple[list[dict[str, Any]], str | None, dict[str, int]]:  # by time (then written, then id), 50 a page
+            found = by_time(pages.store, platform=platform or None, status=status or None)
+            start = int(after) if after and after.isdigit() else 0
             counts = {c.status: c.n for c in pages.store.counts(DB) if c.kind == KIND}
-            return found.docs, found.next, counts
+            more = str(start + PAGE_SIZE) if len(found) > start + PAGE_SIZE else None
+            return found[start:start + PAGE_SIZE], more, counts
 
         docs, nxt, counts = await pages.run(read)
         rows = []
@@ -97,7 +99,8 @@ def publish_pages(pages: Pages) -> list[Route]:
                         verb = _verb(d.get("status"), edge.dst)
                         if verb:
                             actions.append((verb, verb.capitalize()))
-            rows.append({**d, "nextStep": next_step(d), "actions": actions, "thumb": _first_image(d), "warnings": warnings(d)})
+            rows.append({**d, "nextStep": next_step(d), "actions": actions, "thumb": _first_image(d), "warnings": warnings(d),
+                         "timeMs": time_ms(d), "excerpt": excerpt(d.get("caption", d.get("text")), 80)})
         query = "&".join(f"{k}={_q(v)}" for k, v in (("status", status), ("platform", platform)) if v)
         next_url = f"/console/publish?{query}{'&' if query else ''}after={_q(nxt)}" if nxt else None
         section = pages.settings.section("publish")
@@ -222,7 +225,12 @@ def publish_pages(pages: Pages) -> list[Route]:
             headers["X-Thumbnail-Problem"] = "".join(c if " " <= c <= "~" else "?" for c in thumb.reason)[:500]
         return Response(thumb.data, status_code=status, media_type=thumb.mime, headers=headers)
 
+    from .calendar_pages import calendar_pages  # the calendar and the zone form: their own module
+    from .import_page import import_pages  # the console's import of a content calendar
+
     return [
+        *calendar_pages(pages),
+        *import_pages(pages),
         Route("/console/publish/thumbnail", publish_thumbnail, methods=["GET"]),
         Route("/console/publish", publish_page, methods=["GET"]),
         Route("/console/publish", publish_submit, methods=["POST"]),

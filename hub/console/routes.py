@@ -435,5 +435,11 @@ class _Pages:
         """The machine that governs ``doc`` in ``db``."""
         return self._console.app.rules.machine_for(db, doc)
 
+    def set_zone(self, session: Session, zone: str | None) -> None:
+        """Store the person's time zone on their document in the auth database."""
+        from ..auth import set_zone
+
+        set_zone(self._console.app.store, session.name, zone, clock=self._console.app.clock)
+
 
 __all__ = ["console_app", "NotFound"]

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import logging
@@ -28,11 +29,12 @@ from typing import Any
 
 from ledger import Clock, Conflict, LedgerError, NotFound, Store
 
-from ..auth import AUTH_DB, Authenticator, Unauthorized
+from ..auth import AUTH_DB, Authenticator, Unauthorized, check_zone, zone_of
 
 log = logging.getLogger(__name__)
 
 COOKIE = "skyhub_session"
+ZONE_COOKIE = "skyhub_zone"  # the browser's zone (console.js writes it; the server checks it against zoneinfo)
 PRE_COOKIE = "skyhub_signin"
 SESSION_MS = 12 * 3_600_000
 PRE_MAX_AGE = 3600
@@ -68,6 +70,8 @@ class Session:
     expires_at: int
     csrf: str
     cookie: str  # the session id from the cookie (never shown, never logged)
+    zone: str = "UTC"  # the time zone the console shows this person's times in (see ``zone_from``)
+    zone_from: str = "default"  # "person" (chosen: skyhub user zone, the zone form), "browser" (its cookie) or "default"
 
     def __repr__(self) -> str:
         return f"Session(actor={self.actor!r}, token_id={self.token_id!r})"
@@ -117,7 +121,13 @@ class Sessions:
                     pass  # another process forgot it first, or it changed: the next sign-in looks again
 
     def _session(self, actor: str, token_id: str, expires: int, session_id: str) -> Session:
-        return Session(actor, actor.partition(":")[2], token_id, expires, csrf_token(session_id), session_id)
+        name = actor.partition(":")[2]
+        try:
+            chosen = zone_of(self.store, name)
+        except LedgerError:
+            chosen = None
+        return Session(actor, name, token_id, expires, csrf_token(session_id), session_id,
+                       zone=chosen or "UTC", zone_from="person" if chosen else "default")
 
     def check(self, session_id: str | None) -> Session | None:
         """The live session for a cookie, or None (no cookie, unknown, expired, signed out, token revoked)."""
@@ -155,6 +165,16 @@ class Sessions:
                 continue
             except NotFound:
                 return
+
+
+def with_browser_zone(session: Session, sent: str | None) -> Session:
+    """``session`` in the browser's zone ``sent`` (its cookie) when the person chose none and it is a zone."""
+    if session.zone_from == "person" or not sent:
+        return session
+    try:
+        return dataclasses.replace(session, zone=check_zone(sent), zone_from="browser")
+    except LedgerError:
+        return session
 
 
 def authenticator(store: Store, hub_url: Callable[[], str]) -> Authenticator:

@@ -32,7 +32,7 @@ from ..stream import Fanout
 from ..throttle import Failures
 from .activity import Activity
 from .metrics import Metrics, StoreCollector
-from .sessions import COOKIE, PRE_COOKIE, Session, Sessions, csrf_ok
+from .sessions import COOKIE, PRE_COOKIE, ZONE_COOKIE, Session, Sessions, csrf_ok, with_browser_zone
 
 if TYPE_CHECKING:
     from ..app import App
@@ -141,7 +141,7 @@ class Console:
         if found is None:
             raise SignInNeeded
         self.activity.start(self.app.stopping)
-        return found
+        return with_browser_zone(found, request.cookies.get(ZONE_COOKIE))
 
     async def form(self, request: Request, secret: str | None) -> dict[str, str]:
         """The POSTed form, after the origin and CSRF checks against ``secret`` (the cookie's value)."""
@@ -196,6 +196,7 @@ class Console:
         except Exception:  # noqa: BLE001 - a page still renders when the head cannot be read
             seq = 0
         values.setdefault("flash", request.query_params.get("done", ""))
+        values.setdefault("zone", session.zone if session else None)  # <html data-zone>: the person's zone
         html = self.env.get_template(name).render(session=session, seq=seq, current=request.url.path, **values)
         return HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
 

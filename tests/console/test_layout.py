@@ -204,6 +204,10 @@ VIEWS: dict[str, str | Callable[[Any], None]] = {
     "compose-edit": f"/console/publish/compose/{REVIEW_SLUG}",
     "compose-errors": _bad_compose,
     "review": "/console/publish/review",
+    "calendar-week": "/console/publish/calendar",  # this week: the 52 posts of today, unbroken captions, ids over 200 characters
+    "calendar-month": "/console/publish/calendar?view=month",
+    "zone": "/console/publish/zone",
+    "import": "/console/publish/import",
     "search": "/console/search?q=make+page",  # every database: 55 mentions with long unbroken text
     "search-jobs": "/console/search?db=jobs&q=nightly-rebuild",  # one database, a page of 50 ids of 250 characters
     "error": "/console/doc/jobs/" + "no-such-job-" * 20,

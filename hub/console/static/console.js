@@ -63,6 +63,79 @@
     compose.addEventListener("input", update);
     compose.addEventListener("change", update);
   }
+  // the browser's zone, for the server (checked against zoneinfo there): the person's times and calendar are in
+  // it until they choose one. A calendar drawn in another zone than the browser's is drawn again, once.
+  let browserZone = "";
+  try { browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { /* none: UTC */ }
+  if (browserZone && /^[A-Za-z0-9_+\-\/]{1,64}$/.test(browserZone)) {
+    const sent = (document.cookie.match(/(?:^|; )skyhub_zone=([^;]*)/) || [])[1];
+    if (sent !== encodeURIComponent(browserZone)) {
+      document.cookie = "skyhub_zone=" + encodeURIComponent(browserZone) + "; path=/; max-age=31536000; samesite=strict";
+    }
+    const cal = document.querySelector("[data-calendar]");
+    if (cal && cal.dataset.zoneFrom !== "person" && document.documentElement.dataset.zone !== browserZone &&
+        !sessionStorage.getItem("skyhub-zone-redrawn")) {
+      sessionStorage.setItem("skyhub-zone-redrawn", "1");
+      location.reload();
+    }
+  }
+  // the calendar: drag a post to another day (its time of day kept); the server moves it as the pick form does
+  const calendar = document.querySelector("[data-calendar]");
+  if (calendar) {
+    const said = document.getElementById("cal-said");
+    let dragged = null;
+    calendar.addEventListener("dragstart", function (e) {
+      const entry = e.target.closest && e.target.closest("li.cal-entry[draggable=true]");
+      if (!entry) return;
+      dragged = entry;
+      e.dataTransfer.effectAllowed = "move";
+      e.dataTransfer.setData("text/plain", entry.dataset.id);
+    });
+    calendar.addEventListener("dragover", function (e) {
+      const day = dragged && e.target.closest && e.target.closest("li.cal-day");
+      if (!day) return;
+      e.preventDefault();
+      calendar.querySelectorAll("li.cal-day.drop").forEach(function (d) { if (d !== day) d.classList.remove("drop"); });
+      day.classList.add("drop");
+    });
+    calendar.addEventListener("dragend", function () {
+      calendar.querySelectorAll("li.cal-day.drop").forEach(function (d) { d.classList.remove("drop"); });
+    });
+    calendar.addEventListener("drop", function (e) {
+      const day = dragged && e.target.closest && e.target.closest("li.cal-day");
+      if (!day) return;
+      e.preventDefault();
+      const entry = dragged;
+      dragged = null;
+      day.classList.remove("drop");
+      const form = new URLSearchParams({ csrf: calendar.dataset.csrf, id: entry.dataset.id, revs: entry.dataset.revs,
+        date: day.dataset.date, time: entry.dataset.clock, view: calendar.dataset.view, start: calendar.dataset.start });
+      if (said) { said.classList.remove("error"); said.textContent = "moving " + entry.dataset.id + "…"; }
+      fetch("/console/publish/calendar/move", { method: "POST", body: form, credentials: "same-origin",
+        headers: { "Accept": "application/json" } })
+        .then(function (r) { return r.json().catch(function () { return { ok: false, sentence: "the hub answered " + r.status }; }); })
+        .then(function (answer) {
+          if (answer.ok) { location.assign(location.pathname + location.search.replace(/&?done=[^&]*/, "") +
+            (location.search ? "&" : "?") + "done=" + encodeURIComponent(answer.sentence)); return; }
+          if (said) { said.classList.add("error"); said.textContent = answer.sentence; }
+        })
+        .catch(function () { if (said) { said.classList.add("error"); said.textContent = "the hub could not be reached: nothing was moved"; } });
+    });
+  }
+  // the import form: a chosen file's text goes into the box the form sends (the console's forms are text)
+  const importFile = document.getElementById("import-file");
+  if (importFile) {
+    importFile.addEventListener("change", function () {
+      const file = importFile.files && importFile.files[0];
+      if (!file) return;
+      const reader = new FileReader();
+      reader.onload = function () {
+        document.getElementById("import-content").value = String(reader.result || "");
+        document.getElementById("import-name").value = file.name;
+      };
+      reader.readAsText(file);
+    });
+  }
   const summary = document.getElementById("error-summary");
   if (summary) summary.setAttribute("tabindex", "-1"), summary.focus();
 
