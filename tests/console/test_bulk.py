@@ -111,3 +111,14 @@ def test_a_failed_job_is_retried_from_its_page_through_the_person_edge(hub_ana):
     job = hub.admin.get("jobs", "job-03")
     assert (job["status"], job["attempts"], job["retries"]) == ("pending", 0, 1) and "retriedAt" in job
     assert hub.admin.history("jobs", "job-03")[-1].actor == "user:ana"
+
+
+def test_the_confirm_page_warns_that_retrying_a_publish_that_may_have_gone_out_repeats_it(hub_ana):
+    hub, console = hub_ana
+    hub.admin.put("requests", {"kind": "publish-request", "platform": "ig", "status": "error", "lastError": "the publish call timed out",
+                               "intent": {"step": "publish"}}, "ig:17841400000000000:gone", actor="admin")
+    page = console.http.get("/console/bulk?db=requests&action=retry&status=error&kind=publish-request")
+    assert page.status_code == 200 and 'id="bulk-warnings"' in page.text
+    warning = html.unescape(re.search(r'<div class="warning" role="alert" id="bulk-warnings">.*?</div>', page.text, re.S).group(0))
+    assert "This repeats a side effect for 1 of them" in warning and "may have gone out" in warning and "ig:17841400000000000:gone" in warning
+    assert hub.admin.get("requests", "ig:17841400000000000:gone")["status"] == "error"
