@@ -19,6 +19,7 @@ the documents in the states the move leaves are read.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ AUDIT_KIND = "bulk-action"
 SAMPLE = 5  # documents shown before a person confirms
 MAX_LISTED = 5_000  # ids (and refusals) an audit document lists; past that it says how many more there were
 PAGE = 500  # documents read per query
+NEWEST = 9_999_999_999_999  # epoch ms (year 2286) that audit ids count down from
 
 
 def audit_machine() -> Machine:
@@ -98,6 +100,8 @@ class Outcome:
     warnings: list[dict[str, str]] = field(default_factory=list)  # {id, warning}
     sample: list[dict[str, Any]] = field(default_factory=list)  # {id, status, error} of the first few
     audit: str | None = None  # the id of the audit record
+    digest: str = ""  # of the selected set (``digest``)
+    changed: bool = False  # the set was not the one expected: nothing was written
 
     def as_dict(self) -> dict[str, Any]:
         """The outcome as JSON-ready data."""
@@ -105,7 +109,7 @@ class Outcome:
             "db": self.db, "action": self.verb, "filter": self.filter.as_dict(), "by": self.actor, "at": self.at,
             "dryRun": self.dry_run, "matched": self.matched, "written": len(self.written), "refused": len(self.refused),
             "conflicts": self.conflicts, "ids": self.written, "refusals": self.refused, "warnings": self.warnings,
-            "sample": self.sample, "audit": self.audit,
+            "sample": self.sample, "audit": self.audit, "digest": self.digest, "changed": self.changed,
         }
 
 
@@ -141,9 +145,10 @@ def _selected(reader: Documents, rules: Rules, db: str, flt: Filter, name: str, 
 
 
 def bulk(db: Ledger, rules: Rules, dbname: str, verb: str, flt: Filter, *, dry_run: bool = False,
-         sample: int = SAMPLE) -> Outcome:
+         sample: int = SAMPLE, expect: str | None = None) -> Outcome:
     """Apply ``verb`` to every document of ``dbname`` that ``flt`` selects, as ``db.actor`` (see the module
-    docstring); record it in ``audit`` unless ``dry_run``."""
+    docstring); record it in ``audit`` unless ``dry_run``. ``expect``: the ``digest`` of the set a person
+    confirmed; when the set read now differs, nothing is written and the outcome says ``changed``."""
     check_db(dbname)
     if verb not in VERBS:
         raise Usage(f"no bulk action {verb!r}: use one of {', '.join(VERBS)}")
@@ -158,6 +163,9 @@ def bulk(db: Ledger, rules: Rules, dbname: str, verb: str, flt: Filter, *, dry_r
     out = Outcome(dbname, verb, flt, db.actor, db.now(), dry_run)
     docs = list(select(db.store, rules, dbname, verb, flt))  # read first: writing moves documents out of the index read
     out.matched = len(docs)
+    out.digest = digest([str(d["_id"]) for d in docs])
+    if expect is not None and expect != out.digest:
+        out.changed, out.dry_run, dry_run = True, True, True  # say what is there now; act on nothing
     for doc in docs:
         doc_id = str(doc["_id"])
         machine = rules.machine_for(dbname, doc)
@@ -212,11 +220,23 @@ def record(db: Ledger, out: Outcome) -> str | None:
     if out.warnings:
         body["warnings"] = out.warnings[:MAX_LISTED]
     try:
-        doc_id = f"{iso(out.at)}-{out.verb}-{uuid.uuid4().hex[:6]}"  # in id order, the audit is in time order
+        doc_id = audit_id(out.at, out.verb)
         return str(db.put(AUDIT, body, doc_id, create_only=True)["_id"])
     except LedgerError as exc:
         out.warnings.append({"id": "", "warning": f"the audit record could not be written: {exc.reason}"})
         return None
+
+
+def audit_id(at: int, verb: str) -> str:
+    """An audit record's id: in id order (the order an index pages in) the newest record comes first,
+    and the id still says when (``r8219...-2026-12-02T15:04:05.12Z-retry-1a2b3c``)."""
+    return f"r{NEWEST - at:013d}-{iso(at)}-{verb}-{uuid.uuid4().hex[:6]}"
+
+
+def digest(ids: list[str]) -> str:
+    """What identifies a selected set: 16 hex digits of the SHA-256 of its sorted ids (a person confirms
+    a set; the server acts only when the set it reads again is the same)."""
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:16]
 
 
 def _past(verb: str) -> str:

@@ -189,6 +189,18 @@ class Machine:
         return self.terminal | self.settled
 
     @property
+    def at_rest(self) -> frozenset[str]:
+        """The states no actor moves a document out of by itself (no tick, handler or device edge leaves
+        them): the terminal states and those only a person leaves (a job ``failed``, which a person's
+        ``retry`` may take back to ``pending``)."""
+        return frozenset(s for s in self.states if not any(
+            s in e.src and e.dst != s and any(p.kind in ("tick", "handler", "device") for p in e.by) for e in self.edges))
+
+    def person_edge(self, edge: Edge) -> bool:
+        """Whether only people (a user or the admin) may take ``edge``."""
+        return all(p.kind in ("user", "admin") for p in edge.by)
+
+    @property
     def follow_ups(self) -> frozenset[str]:
         """End states reached only from another end (``commented``, only ever after ``done``): arriving
         there records a follow-up step, not a second outcome."""

@@ -92,7 +92,7 @@ def _held(store: Store, machine_for: Callable[[str, dict[str, Any]], Machine | N
             continue
         # a count names the kind, not the field that holds it (kind, or type for jobs): ask with both
         machine = machine_for(c.db, {"kind": c.kind}) or machine_for(c.db, {"type": c.kind})
-        if machine is None or c.status in machine.terminal:
+        if machine is None or c.status in machine.at_rest:  # held work waits in a state an actor moves on from
             continue
         try:
             page = store.query(c.db, "status", c.status, HELD_SCAN)

@@ -24,7 +24,7 @@ class _Layout:
     pos: dict[str, tuple[int, int]]
     width: int
     height: int
-    edges: tuple[tuple[str, str, str], ...]  # (src, dst, actors)
+    edges: tuple[tuple[str, str, str, bool], ...]  # (src, dst, actors, only people take it)
     loops: dict[str, str]
 
 
@@ -81,6 +81,8 @@ def _compute(machine: Machine) -> _Layout:
         for i, s in enumerate(states):
             pos[s] = (PAD + col * (BOX_W + GAP_X), PAD + offset + i * (BOX_H + GAP_Y))
     edges: dict[tuple[str, str], list[str]] = {}
+    person: dict[tuple[str, str], bool] = {}
+    moves = {(src, m.dst): m.label for m in machine.moves.values() for src in m.src}
     loops: dict[str, list[str]] = {}
     for e in machine.edges:
         who = [str(p) for p in e.by]
@@ -89,10 +91,12 @@ def _compute(machine: Machine) -> _Layout:
                 loops.setdefault(src, []).extend(w for w in who if w not in loops.get(src, []))
             else:
                 bucket = edges.setdefault((src, e.dst), [])
-                bucket.extend(w for w in who if w not in bucket)
+                named = [f"{moves[(src, e.dst)]} by {w}" if (src, e.dst) in moves and w.startswith(("user", "admin")) else w for w in who]
+                bucket.extend(w for w in named if w not in bucket)
+                person[(src, e.dst)] = person.get((src, e.dst), True) and machine.person_edge(e)
     width = PAD * 2 + (max(columns) + 1) * BOX_W + max(columns) * GAP_X
     height = PAD * 2 + rows * BOX_H + (rows - 1) * GAP_Y + 60  # room for the arcs that go back
-    return _Layout(pos, width, height, tuple((s, d, ", ".join(w)) for (s, d), w in edges.items()),
+    return _Layout(pos, width, height, tuple((s, d, ", ".join(w), person[(s, d)]) for (s, d), w in edges.items()),
                    {s: ", ".join(w) for s, w in loops.items()})
 
 
@@ -111,20 +115,21 @@ def machine_svg(machine: Machine, counts: dict[str, int], *, link: str | None = 
         '<path d="M 0 0 L 10 5 L 0 10 z" class="arrowhead"/></marker></defs>',
     ]
     back = 0
-    for src, dst, who in lay.edges:
+    for src, dst, who, by_person in lay.edges:
         (x1, y1), (x2, y2) = lay.pos[src], lay.pos[dst]
         label = f"{src} → {dst}: {who}"
+        person = " person" if by_person else ""  # a person's edge (a retry, a cancel): drawn dashed
         if x2 > x1:
             sx, sy, ex, ey = x1 + BOX_W, y1 + BOX_H // 2, x2, y2 + BOX_H // 2
             mx = (sx + ex) // 2
-            out.append(f'<g class="edge"><title>{escape(label)}</title>'
+            out.append(f'<g class="edge{person}"><title>{escape(label)}</title>'
                        f'<path d="M {sx} {sy} C {mx} {sy}, {mx} {ey}, {ex} {ey}" marker-end="url(#arrow)"/></g>')
         else:
             back += 1
             sx, ex = x1 + BOX_W // 2 + 10, x2 + BOX_W // 2 - 10
             sy, ey = y1 + BOX_H, y2 + BOX_H
             dip = max(sy, ey) + 18 + 8 * (back % 4)
-            out.append(f'<g class="edge back"><title>{escape(label)}</title>'
+            out.append(f'<g class="edge back{person}"><title>{escape(label)}</title>'
                        f'<path d="M {sx} {sy} C {sx} {dip}, {ex} {dip}, {ex} {ey}" marker-end="url(#arrow)"/></g>')
     for state in machine.states:
         x, y = lay.pos[state]
@@ -137,6 +142,9 @@ def machine_svg(machine: Machine, counts: dict[str, int], *, link: str | None = 
         if state in machine.terminal:
             kinds.append("terminal")
             marks.append("end")
+        elif state in machine.at_rest:  # no actor moves it on: only a person (a failed job's retry)
+            kinds.append("rest")
+            marks.append("person")
         if n:
             kinds.append("busy")
         tip = f"{state}: {n} document{'s' if n != 1 else ''}" + (f"; also written by {lay.loops[state]} without moving" if state in lay.loops else "")

@@ -16,8 +16,10 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
-from ledger import DEADLETTERS, LedgerError, Machine, Store
+from ledger import DEADLETTERS, LedgerError, Machine, Rules, Store
+from ledger.fingerprint import error_groups
 from ledger.pause import paused
 from ledger.text import duration
 
@@ -28,7 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 PER_STATE = 50  # documents read per state when looking for held work and expired leases
-FAILED_SHOWN = 20  # documents shown per failure state
+FAILED_SHOWN = 20  # documents shown per failure state a person's retry does not leave
+GROUP_SCAN = 500  # documents read per state a retry leaves, grouped by their error (past that a group says "at least")
 FAILURE_STATES = frozenset({"error", "failed", "build-failed"})
 PERSON_STATES = frozenset({"needs-person"})  # work that waits for a person's choice (a publish that cannot be told apart)
 HIDDEN_DBS = frozenset({AUTH_DB})
@@ -80,8 +83,7 @@ def is_failure(machine: Machine | None, status: str) -> bool:
     person moves on from (``error`` -> retry), named ``error``, ``failed`` or ``build-failed``."""
     if status not in FAILURE_STATES:
         return False
-    return machine is None or status in machine.terminal or all(
-        not any(p.kind in ("tick", "handler", "device") for p in e.by) for e in machine.edges if status in e.src and e.dst != status)
+    return machine is None or status in machine.at_rest
 
 
 def overview(app: App, *, started_at: int | None = None) -> dict[str, Any]:
@@ -123,8 +125,9 @@ def overview(app: App, *, started_at: int | None = None) -> dict[str, Any]:
                 more.update(o.overview(store))
         except LedgerError as exc:
             log.warning("overview: a product's part could not be read: %s", exc.reason)
-    items += _machine_items(store, machines, databases, now)
-    items += _deadletters(store, databases)
+    grouped = {(m.db, m.kind, s) for m in machines if "retry" in m.moves for s in m.moves["retry"].src}
+    items += _machine_items(store, machines, databases, now, grouped)
+    items += _groups(store, app.rules, databases)
     try:
         stopped = paused(store)
     except LedgerError as exc:
@@ -152,7 +155,8 @@ def overview(app: App, *, started_at: int | None = None) -> dict[str, Any]:
     }
 
 
-def _machine_items(store: Store, machines: Iterable[Machine], databases: dict[str, dict[str, Any]], now: int) -> list[Item]:
+def _machine_items(store: Store, machines: Iterable[Machine], databases: dict[str, dict[str, Any]], now: int,
+                   grouped: set[tuple[str, str, str]]) -> list[Item]:
     out: list[Item] = []
     for m in machines:
         live: dict[str, int] = next((k["counts"] for k in databases.get(m.db, {}).get("kinds", []) if k["kind"] == m.kind), {})
@@ -165,6 +169,8 @@ def _machine_items(store: Store, machines: Iterable[Machine], databases: dict[st
                     out.append(Item("needs-person", f"{doc['_id']} needs a person", str(doc.get("lastError") or ""),
                                     db=m.db, id=doc["_id"], status=status, since=_updated(doc),
                                     extra={"machine": m.name, "count": n}))
+            elif (m.db, m.kind, status) in grouped:
+                continue  # shown by its errors' groups (_groups)
             elif is_failure(m, status):
                 for doc in _docs(store, m, status, FAILED_SHOWN):
                     out.append(Item("failed", f"{doc['_id']} is {status}", str(doc.get("lastError") or doc.get("skipReason") or ""),
@@ -213,15 +219,56 @@ def _updated(doc: dict[str, Any]) -> int | None:
     return None
 
 
-def _deadletters(store: Store, databases: dict[str, dict[str, Any]]) -> list[Item]:
-    if DEADLETTERS not in databases:
-        return []
+def _groups(store: Store, rules: Rules, databases: dict[str, dict[str, Any]]) -> list[Item]:
+    """What waits for a person's retry (failed jobs, failed builds, posts in error, open dead letters), one
+    item per group of documents that failed the same way (``ledger.fingerprint``, as ``skyhub errors``
+    and ``GET /v1/errors``), with the group's bulk action; documents that carry no error make one item
+    per state."""
     try:
-        page = store.query(DEADLETTERS, "status", "open", FAILED_SHOWN)
-    except LedgerError:
+        groups = error_groups(store, rules, scan=GROUP_SCAN)
+    except LedgerError as exc:
+        log.warning("overview: the error groups could not be read: %s", exc.reason)
         return []
-    return [Item("deadletter", f"dead letter {d['_id']}", str(d.get("lastError") or d.get("error") or ""), db=DEADLETTERS,
-                 id=d["_id"], status="open", since=_updated(d)) for d in page.docs]
+    out: list[Item] = []
+    found: dict[tuple[str, str | None, str], int] = {}
+    for g in groups:
+        if g.db in HIDDEN_DBS:
+            continue
+        found[(g.db, g.kind, g.status)] = found.get((g.db, g.kind, g.status), 0) + g.count
+        out.append(_group_item(g.db, g.kind, g.status, g.count, g.partial, g.filter(), g.actions, machine=g.machine,
+                               pattern=g.pattern, error=g.example_error, examples=g.examples, first=g.first_seen,
+                               last=g.last_seen, fingerprint=g.fingerprint))
+    for m in rules.machines:  # what the groups do not count: documents without an error
+        if "retry" not in m.moves or m.db in HIDDEN_DBS:
+            continue
+        live: dict[str, int] = next((k["counts"] for k in databases.get(m.db, {}).get("kinds", []) if k["kind"] == m.kind), {})
+        for status in m.moves["retry"].src:
+            rest = int(live.get(status, 0)) - found.get((m.db, m.kind, status), 0)
+            if rest > 0 and found.get((m.db, m.kind, status), 0) < GROUP_SCAN:
+                examples = [str(d["_id"]) for d in _docs(store, m, status, 3) if not (d.get("lastError") or d.get("error"))]
+                actions = [{"verb": v.verb, "label": v.label} for v in m.moves.values() if status in v.src]
+                out.append(_group_item(m.db, m.kind, status, rest, False, {"status": status, "kind": m.kind}, actions,
+                                       machine=m.name, pattern="", error="(no error recorded)", examples=examples,
+                                       first=None, last=None, fingerprint=None))
+    return out
+
+
+def _group_item(db: str, kind: str | None, status: str, count: int, partial: bool, flt: dict[str, Any],
+                actions: list[dict[str, Any]], *, machine: str | None, pattern: str, error: str, examples: list[str],
+                first: int | None, last: int | None, fingerprint: str | None) -> Item:
+    noun = kind or "document"
+    n = f"{count}+" if partial else str(count)
+    title = f"{n} {noun}{'s' if count != 1 else ''} {status}" + (f": {pattern}" if pattern else "")
+    bulk = [{**a, "url": bulk_url(db, a["verb"], flt)} for a in actions]
+    return Item("deadletter" if db == DEADLETTERS else "failed", title, error, db=db, id=examples[0] if examples else None,
+                status=status, since=last,
+                extra={"group": True, "count": count, "partial": partial, "firstSeen": first, "lastSeen": last,
+                       "examples": examples, "fingerprint": fingerprint, "filter": flt, "machine": machine, "bulk": bulk})
+
+
+def bulk_url(db: str, verb: str, flt: dict[str, Any]) -> str:
+    """The console's confirm page for ``verb`` on the documents of ``db`` that ``flt`` selects."""
+    return "/console/bulk?" + urlencode({"db": db, "action": verb, **flt})
 
 
 def _pause(doc: dict[str, Any], scopes: dict[str, str]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from .overview import overview
 from .pausing import choices, pause_form, resume_form
 from .search import search_page
 from .sessions import COOKIE, PRE_COOKIE, SESSION_MS, Session, csrf_token, new_presession
+from .triage import audit_page, bulk_form, bulk_page
 from .web import SECURITY_HEADERS, Console, Refused, SignInNeeded, doc_url, static_file
 
 log = logging.getLogger(__name__)
@@ -205,7 +206,8 @@ def _actions(console: Console, db: str, doc: dict[str, Any], session: Session) -
         if found is not None:
             return list(found)
     status = doc.get("status")
-    return [(edge.dst, f"Move to {edge.dst}", "/console/move") for edge in machine.edges
+    moves = {m.dst: m.label for m in machine.moves.values() if status in m.src}  # a person edge named for what it does (Retry)
+    return [(edge.dst, moves.get(edge.dst, f"Move to {edge.dst}"), "/console/move") for edge in machine.edges
             if status in edge.src and edge.dst != status and edge.allows(session.actor)]
 
 
@@ -220,8 +222,13 @@ async def move(console: Console, request: Request) -> Response:
 
     def write() -> str:
         doc = console.app.store.get(db, doc_id)
-        body = {k: v for k, v in doc.items() if not k.startswith("_")}
-        body["status"] = to
+        machine = console.app.rules.machine_for(db, doc)
+        named = next((m for m in machine.moves.values() if doc.get("status") in m.src and m.dst == to), None) if machine else None
+        if named is not None:  # a retry: the move's body (attempts reset, counted), as a bulk retry writes it
+            body = named.body(doc, console.app.clock.now_ms())
+        else:
+            body = {k: v for k, v in doc.items() if not k.startswith("_")}
+            body["status"] = to
         console.app.store.put(db, body, doc_id, actor=session.actor, if_rev=rev)
         return f"{doc_id} moved to {to}"
 
@@ -357,6 +364,9 @@ def console_app(console: Console) -> Starlette:
         Route("/console/search", bind(page_route(search_page)), methods=["GET"]),
         Route("/console/pause", bind(page_route(pause_form)), methods=["POST"]),
         Route("/console/resume", bind(page_route(resume_form)), methods=["POST"]),
+        Route("/console/bulk", bind(page_route(bulk_page)), methods=["GET"]),
+        Route("/console/bulk", bind(page_route(bulk_form)), methods=["POST"]),
+        Route("/console/audit", bind(page_route(audit_page)), methods=["GET"]),
         Route("/console/events", bind(events), methods=["GET"]),
         Route("/console/static/{path:path}", bind(static), methods=["GET"]),
         Route("/metrics", bind(metrics), methods=["GET"]),

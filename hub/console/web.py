@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from ledger import Change
+from ledger.text import iso
 
 from ..auth import AUTH_DB
 from ..stream import Fanout
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_FORM = 256 * 1024
-NAV = (("/", "Overview"), ("/console/activity", "Activity"), ("/console/search", "Search"))  # the frame's own; each product adds its pages between
+NAV = (("/", "Overview"), ("/console/activity", "Activity"), ("/console/search", "Search"), ("/console/audit", "Audit"))  # the frame's own; each product adds its pages between
 
 
 class SignInNeeded(Exception):
@@ -62,6 +63,22 @@ def when(ms: int | None) -> str:
     if not ms:
         return ""
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def ago(ms: int | None, now: int) -> str:
+    """How long before ``now`` (epoch ms) ``ms`` was, as people say it: ``12 s ago``, ``5 min ago``, ``3 h ago``, ``2 d ago``."""
+    if not ms:
+        return ""
+    s = max(0, (now - ms) // 1000)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{s // size} {unit} ago"
+    return f"{s} s ago"
+
+
+def iso_utc(ms: int | None) -> str:
+    """Epoch ms as an ISO 8601 UTC time (a ``<time datetime>``)."""
+    return iso(ms) if ms else ""
 
 
 def doc_url(db: str, doc_id: str) -> str:
@@ -108,7 +125,7 @@ class Console:
         loaders += [PackageLoader(p.templates, "templates") for p in app.products if p.templates]  # each product's pages
         env = Environment(loader=ChoiceLoader(loaders), autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
         nav = (NAV[0], *(entry for p in app.products for entry in p.nav), *NAV[1:])
-        env.globals.update(when=when, doc_url=doc_url, nav=nav)
+        env.globals.update(when=when, ago=ago, iso_utc=iso_utc, doc_url=doc_url, nav=nav)
         activity = Activity(app.store, app.rules, now=app.clock.now_ms)
         metrics = metrics or Metrics(app.clock.now_ms)
         metrics.collector = StoreCollector(app.store, app.handlers, app.ticks, app.products, activity)

@@ -211,6 +211,8 @@ VIEWS: dict[str, str | Callable[[Any], None]] = {
     "search": "/console/search?q=make+page",  # every database: 55 mentions with long unbroken text
     "search-jobs": "/console/search?db=jobs&q=nightly-rebuild",  # one database, a page of 50 ids of 250 characters
     "error": "/console/doc/jobs/" + "no-such-job-" * 20,
+    "bulk-retry-jobs": "/console/bulk?db=jobs&action=retry&status=failed",  # the confirm page: a sample with a long traceback
+    "audit": "/console/audit",
 }
 
 

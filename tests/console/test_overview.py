@@ -83,6 +83,17 @@ def test_a_machine_is_drawn_with_its_counts_and_a_chart_describes_itself():
     assert "now: jobs/job 5" in "".join(lines.itertext())
 
 
+def test_a_failed_job_is_drawn_as_waiting_for_a_person_with_the_retry_edge_a_person_takes():
+    assert "failed" not in JOBS.terminal and {"failed", "cancelled", "done"} <= JOBS.at_rest and "pending" not in JOBS.at_rest
+    root = ET.fromstring(machine_svg(JOBS, {"failed": 10}))
+    failed = next(g for g in root.iter("{http://www.w3.org/2000/svg}g") if "state" in (g.get("class") or "").split()
+                  and "failed" in "".join(g.itertext()))
+    assert "rest" in failed.get("class", "").split() and "(person)" in "".join(failed.itertext())
+    person = [g for g in root.iter("{http://www.w3.org/2000/svg}g") if "person" in (g.get("class") or "").split()]
+    labels = sorted("".join(g.itertext()) for g in person)
+    assert labels == ["failed → pending: Retry by user:*, Retry by admin", "pending → cancelled: Cancel by user:*, Cancel by admin"]
+
+
 def test_activity_counts_the_last_hour_of_terminal_writes_from_the_change_log(tmp_path):
     clock = FakeClock()
     rules = build_rules()

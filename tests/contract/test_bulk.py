@@ -238,3 +238,14 @@ def test_dead_letters_are_replayed_through_the_handler_that_gave_up_or_dismissed
     feed.drain()
     out = bulk(ana, rules, "deadletters", "dismiss", Filter(status="open"))
     assert len(out.written) == 1 and jobs.get("deadletters", out.written[0])["status"] == "dismissed"
+
+
+def test_a_confirmed_set_that_changed_meanwhile_is_shown_again_and_nothing_is_written(jobs, rules, clock):
+    failed(jobs, 3)
+    seen = bulk(Ledger(jobs, "user:ana", clock), rules, "jobs", "retry", Filter(status="failed"), dry_run=True)
+    failed(jobs, 1, first=3)  # a fourth job fails the same way before the person confirms the three they saw
+    head = jobs.head_seq()
+    out = bulk(Ledger(jobs, "user:ana", clock), rules, "jobs", "retry", Filter(status="failed"), expect=seen.digest)
+    assert (out.changed, out.matched, out.audit, jobs.head_seq()) == (True, 4, None, head)
+    again = bulk(Ledger(jobs, "user:ana", clock), rules, "jobs", "retry", Filter(status="failed"), expect=out.digest)
+    assert (again.changed, len(again.written)) == (False, 4) and again.audit is not None
