@@ -39,6 +39,7 @@ from .errors import PostInvalid
 from .machine import APPROVING, started
 from .posts import approve, comment, get_post, list_posts, queue_post, reject, submit_for_review, variants_of
 from .queue import PostIn, VariantIn, may_queue, submit_post
+from .thumbnails import thumbnail_url
 from .validate import (
     BSKY_GRAPHEMES,
     COMMENT_LIMITS,
@@ -287,7 +288,6 @@ def accounts_of(pages: Pages, actor: str) -> dict[str, list[dict[str, Any]]]:
 
 def previews(form: ComposeForm) -> dict[str, dict[str, Any]]:
     """Per network, what the preview and the counters show now (the page redraws them as the manager types)."""
-    from .pages import thumbnail_url
 
     out = {}
     for p in PLATFORMS:
@@ -305,7 +305,6 @@ def previews(form: ComposeForm) -> dict[str, dict[str, Any]]:
 
 def review_view(post: dict[str, Any]) -> dict[str, Any]:
     """A post in the review queue: its variants, each with its preview (caption cut, first image, alt text)."""
-    from .pages import thumbnail_url
 
     rows = []
     for v in post["variants"]:

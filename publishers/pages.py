@@ -21,7 +21,7 @@ from .errors import PostInvalid
 from .listing import by_time, excerpt, next_step, time_ms
 from .machine import DB, KIND
 from .queue import cancel, resolve, retry, submit
-from .thumbnails import SIZES, Thumbnails, fallback
+from .thumbnails import SIZES, Thumbnails, fallback, thumbnail_url
 from .validate import PLATFORMS, warnings
 from .webform import PublishForm, field_for
 
@@ -37,10 +37,6 @@ def _verb(status: Any, dst: str) -> str | None:
 def _q(text: str) -> str:
     return quote(text, safe="/")
 
-
-def thumbnail_url(doc_id: str, n: int = 1, px: int = SIZES[0], fit: str = "cover") -> str:
-    """The console's address of the thumbnail of image ``n`` of post ``doc_id`` (see ``publish_thumbnail``)."""
-    return f"/console/publish/thumbnail?id={quote(doc_id, safe='')}&n={n}&px={px}" + ("" if fit == "cover" else f"&fit={fit}")
 
 
 def _first_image(doc: dict[str, Any]) -> dict[str, str] | None:

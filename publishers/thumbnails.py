@@ -21,6 +21,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 from xml.sax.saxutils import escape
 
 from .errors import ContentProblem
@@ -135,3 +136,9 @@ class Thumbnails:
 
 
 __all__ = ["SIZES", "Cache", "Thumb", "Thumbnails", "fallback"]
+
+
+def thumbnail_url(doc_id: str, n: int = 1, px: int = SIZES[0], fit: str = "cover") -> str:
+    """The console's address of the thumbnail of image ``n`` of post ``doc_id`` (``pages.publish_thumbnail``
+    serves it)."""
+    return f"/console/publish/thumbnail?id={quote(doc_id, safe='')}&n={n}&px={px}" + ("" if fit == "cover" else f"&fit={fit}")
