@@ -29,7 +29,7 @@ from .overview import overview
 from .pausing import choices, pause_form, resume_form
 from .search import search_page
 from .sessions import COOKIE, PRE_COOKIE, SESSION_MS, Session, csrf_token, new_presession
-from .web import SECURITY_HEADERS, Console, Refused, SignInNeeded, doc_url, static_file
+from .web import SECURITY_HEADERS, Console, Refused, SignInNeeded, doc_url, static_file, when
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +156,40 @@ def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+BLOCK_FIELDS = ("lastError", "traceback", "error", "stderr", "log")  # shown as preformatted blocks, as written
+DESTRUCTIVE = ("cancelled", "canceled", "dismissed", "deleted", "rejected")  # moves a person confirms first
+
+
+def is_time_field(key: str, value: Any) -> bool:
+    """``createdAt``, ``leaseUntil``, ``carouselAt``: a field named for a time whose value is epoch ms (after 2001)."""
+    return (key.endswith(("At", "Until")) or key in ("at", "notBefore")) and isinstance(value, int) and not isinstance(value, bool) \
+        and 1_000_000_000_000 <= value < 100_000_000_000_000
+
+
+def _field(key: str, value: Any, images: Any) -> dict[str, Any]:
+    """How the document page shows one field: a time (with "ago"), a block (an error, a traceback, any
+    text of several lines), thumbnails (the product's, with the JSON kept beside them) or the value."""
+    shown = _show(value)
+    if is_time_field(key, value):
+        return {"key": key, "kind": "time", "value": value, "shown": shown}
+    if images:
+        return {"key": key, "kind": "images", "images": images, "shown": shown}
+    if isinstance(value, str) and (key in BLOCK_FIELDS or "\n" in value):
+        return {"key": key, "kind": "block", "shown": shown}
+    return {"key": key, "kind": "text", "shown": shown}
+
+
+def _shown(key: str, value: Any) -> str:
+    """A value in a revision's changes: a time as a ``<time>`` (its epoch in the title), else as text."""
+    return when(value) if is_time_field(key, value) else _show(value)
+
+
+def is_destructive(to: str, label: str) -> bool:
+    """A move that ends or throws away work (cancel, dismiss, delete): asked to be confirmed, drawn as danger."""
+    words = label.lower()
+    return to in DESTRUCTIVE or any(w in words for w in ("cancel", "dismiss", "delete", "reject"))
+
+
 @page_route
 async def doc_page(console: Console, request: Request) -> Response:
     """One document: its fields (never a sealed secret) and every revision with actor, time and what changed."""
@@ -170,26 +204,32 @@ async def doc_page(console: Console, request: Request) -> Response:
     except LedgerError as exc:
         return _error(console, request, session, exc.status, exc.reason)
     hidden = console.redact.get(db, ())
-    fields = [(k, _show(v)) for k, v in sorted(doc.items()) if k not in hidden]
+    images: dict[str, Any] = {}
+    for find in console.doc_images:
+        found = find(db, doc)
+        if found:
+            images.update(found)
+            break
+    fields = [_field(k, v, images.get(k)) for k, v in sorted(doc.items()) if k not in hidden]
     revisions = []
     before: dict[str, Any] = {}
     for c in history:
         body = {k: v for k, v in c.doc.items() if k not in ("_rev",)}
-        changed: list[tuple[str, str | None, str]] = []
+        changed: list[tuple[str, str | None, str]] = []  # the values as text, or a <time> (Markup)
         for key in sorted(set(before) | set(body)):
             if before.get(key) == body.get(key):
                 continue
             if key in hidden:
                 changed.append((key, None, f"(a new {key}: never shown)"))
             else:
-                changed.append((key, _show(before[key]) if key in before else None, _show(body.get(key)) if key in body else "(removed)"))
+                changed.append((key, _shown(key, before[key]) if key in before else None, _shown(key, body[key]) if key in body else "(removed)"))
         revisions.append({"rev": c.rev, "actor": c.actor, "at": c.at, "deleted": c.deleted, "changed": changed})
         before = body
     revisions.reverse()
     held = doc.get("held") if isinstance(doc.get("held"), dict) and "held" not in hidden else None
     return console.render("doc.html", request, session, title=f"{db} / {doc_id}", db=db, doc_id=doc_id, rev=doc.get("_rev"),
                           fields=fields, hidden=[k for k in hidden if k in doc], revisions=revisions, held=held,
-                          actions=_actions(console, db, doc, session))
+                          actions=[(to, label, url, is_destructive(to, label)) for to, label, url in _actions(console, db, doc, session)])
 
 
 def _actions(console: Console, db: str, doc: dict[str, Any], session: Session) -> list[tuple[str, str, str]]:
@@ -217,6 +257,9 @@ async def move(console: Console, request: Request) -> Response:
     db, doc_id, rev, to = (fields.get(k, "") for k in ("db", "id", "rev", "to"))
     if db == AUTH_DB or db in console.private:
         raise Refused(403, f"documents of {db!r} are not moved from here")
+    if is_destructive(to, "") and fields.get("confirm") != "yes":
+        return _error(console, request, session, 400, f"moving {doc_id} to {to} needs confirming: go back, tick "
+                      "the \u201cYes\u201d box next to the button, then press it again")
 
     def write() -> str:
         doc = console.app.store.get(db, doc_id)
