@@ -43,6 +43,7 @@ from .machine import Rules
 from .schema import Dialect, Queries, declared_pairs, drop_index_sql, migrate, time_query
 from .search import COUNT_CAP, SearchSQL, parse_search, search_args, search_sql
 from .store import (
+    MAX_SKIP,
     Batch,
     Change,
     Doc,
@@ -60,7 +61,6 @@ from .store import (
 log = logging.getLogger(__name__)
 
 MAX_LIMIT = 1000
-MAX_SKIP = 10_000  # the most documents by_time reads past to jump to a page (see by_time)
 TICK_RUNS_KEPT = 200
 SCAN_ROWS = 10_000  # documents a query on a field without an index examines per page
 PENDING_CAP = 10_000  # feed_position counts a handler's pending changes up to this many

@@ -52,6 +52,9 @@ class Change:
         }
 
 
+MAX_SKIP = 10_000  # the most documents ``by_time`` reads past to jump to a page (see ledger/sql.py's by_time)
+
+
 @dataclass(frozen=True)
 class Page:
     """One page of a query. ``scanned``: no index covers the field, so the page came from

@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ledger import Clock, Ledger, LedgerError, NotFound
+from ledger.store import MAX_SKIP
 
 from ..auth import AUTH_DB, Unauthorized
 from .charts import bars_svg, legend, lines_svg
@@ -130,22 +131,52 @@ async def overview_page(console: Console, request: Request) -> Response:
                           pausable=choices(console))
 
 
+SORTS = {"newest": "Newest first", "oldest": "Oldest first", "id": "By id"}
+
+
 @page_route
 async def db_list(console: Console, request: Request) -> Response:
-    """One page of a database's documents in one status (through the status index)."""
+    """One page of a database's documents in one status, with the total: by when they were last written
+    (newest or oldest first, ``Documents.by_time``, with a jump to page N) or by id (the status index)."""
     session = await console.session(request)
     db = request.path_params["db"]
     if db == AUTH_DB:
         return _error(console, request, session, 404, f"database {AUTH_DB!r} is not shown in the console")
-    status = request.query_params.get("status", "")
-    after = request.query_params.get("after") or None
+    q = request.query_params
+    status, after = q.get("status", ""), q.get("after") or None
+    sort = q.get("sort", "newest")
+    if sort not in SORTS:
+        return _error(console, request, session, 400, f"sort must be one of {', '.join(SORTS)}, not {sort[:40]!r}")
+    number = q.get("page", "1").strip() or "1"
+    if not number.isdigit() or not 1 <= int(number) <= 10**7:
+        return _error(console, request, session, 400, f"the page must be a whole number from 1, not {number[:40]!r}")
+    page = int(number)
+    store = console.app.store
+
+    def read() -> tuple[Any, int]:
+        total = sum(c.n for c in store.counts(db) if c.status == status)
+        if sort == "id":
+            return store.query(db, "status", status, PAGE_SIZE, after), total
+        skip = 0 if after else (page - 1) * PAGE_SIZE  # a jump has no cursor: a bounded skip (by_time's docstring)
+        return store.by_time(db, status, PAGE_SIZE, after, newest=sort == "newest", skip=skip), total
+
+    if sort == "id" and page > 1 and not after:
+        return _error(console, request, session, 400, "a jump to a page needs a list by time: sort newest or oldest first")
+    if sort != "id" and not after and (page - 1) * PAGE_SIZE > MAX_SKIP:
+        return _error(console, request, session, 400, f"page {page} is too far to jump to (at most page {MAX_SKIP // PAGE_SIZE + 1}): "
+                      "sort the other way to start from the other end, or follow Next page")
     try:
-        found = await run_in_threadpool(console.app.store.query, db, "status", status, PAGE_SIZE, after)
+        found, total = await run_in_threadpool(read)
     except LedgerError as exc:
         return _error(console, request, session, exc.status, exc.reason)
-    next_url = f"/console/db/{db}?status={_quote(status)}&after={_quote(found.next)}" if found.next else None
-    return console.render("list.html", request, session, title=f"{db} · {status}", db=db, status=status, docs=found.docs,
-                          next_url=next_url)
+    base = f"/console/db/{_quote(db)}?status={_quote(status)}"
+    first = (page - 1) * PAGE_SIZE + 1
+    next_url = f"{base}&sort={sort}&after={_quote(found.next)}&page={page + 1}" if found.next else None
+    pages = max(1, -(-total // PAGE_SIZE))
+    rows = [{**d, "_written": found.written[i] if i < len(found.written) else None} for i, d in enumerate(found.docs)]
+    return console.render("list.html", request, session, title=f"{db} · {status}", db=db, status=status, docs=rows,
+                          next_url=next_url, total=total, first=first, last=first + len(found.docs) - 1, page=page, pages=pages,
+                          sort=sort, sorts=SORTS, base=base, jump_limit=min(pages, MAX_SKIP // PAGE_SIZE + 1))
 
 
 def _error(console: Console, request: Request, session: Session | None, status: int, reason: str) -> Response:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ledger import FakeClock, Invalid, Rules, open_store
-from ledger.sql import MAX_SKIP
+from ledger.store import MAX_SKIP
 from tests.contract.test_migrations import make_v3
 from tests.contract.test_store import make_store  # noqa: F401 - the fixture: every backend, the remote one too
 
