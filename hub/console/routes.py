@@ -309,17 +309,18 @@ async def move(console: Console, request: Request) -> Response:
 # ---- activity (charts) ----------------------------------------------------------------------
 @page_route
 async def activity_page(console: Console, request: Request) -> Response:
-    """Finished per minute and queue depth over the last hour."""
+    """Done and failed per minute, and queue depth, over the last hour."""
     session = await console.session(request)
     await run_in_threadpool(console.activity.advance, 3)
     series = console.activity.series()
     minutes = series["minutes"]
-    bars = [(name, bars_svg(f"fin-{i}", f"{name}: finished per minute", minutes, values))
-            for i, (name, values) in enumerate(sorted(series["finished"].items()))]
+    bars = [(name, sum(values), sum(series["failed"].get(name, ())),
+             bars_svg(f"fin-{i}", f"{name}: done and failed per minute", minutes, values, series["failed"].get(name)))
+            for i, (name, values) in enumerate(sorted(series["done"].items()))]
     names = sorted({n for _, d in series["depth"] for n in d})
     depth = lines_svg("depth", "Queue depth per machine", series["depth"], (minutes[0], minutes[-1] + 60_000))
     return console.render("activity.html", request, session, title="Activity", bars=bars, depth=depth, legend=legend(names),
-                          since=max(series["since"], minutes[0]))
+                          since=series["since"])
 
 
 # ---- live -----------------------------------------------------------------------------------
