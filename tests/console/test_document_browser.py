@@ -100,6 +100,11 @@ def test_the_document_page_reads_well_and_cancel_asks_first(browser, world, size
         assert (thumb.get_attribute("src") or "").startswith("/console/publish/thumbnail?")
         p.wait_for_function("""() => { const img = document.querySelector("ul.thumbs img");
             img.loading = "eager"; return img.complete && img.naturalWidth > 0; }""")
+        before = p.locator("ol.history > li").count()
+        doc = hub.admin.get("requests", world.post)
+        hub.admin.put("requests", {**doc, "note": f"seen on the {size}"}, world.post, actor="admin", if_rev=doc["_rev"])
+        p.wait_for_function("(n) => document.querySelectorAll('ol.history > li').length > n", arg=before)  # the live swap
+        p.wait_for_function("() => / GMT\\+9 \\(\\d+ s ago\\)$/.test(document.querySelector('ol.history time[data-ago]').textContent)")
         problems = tab.measure(f"document-{size}")
         assert not problems, "\n".join(problems)
 
