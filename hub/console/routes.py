@@ -30,7 +30,7 @@ from .overview import overview
 from .pausing import choices, pause_form, resume_form
 from .search import search_page
 from .sessions import COOKIE, PRE_COOKIE, SESSION_MS, Session, csrf_token, new_presession
-from .web import SECURITY_HEADERS, Console, Refused, SignInNeeded, doc_url, static_file, when
+from .web import SECURITY_HEADERS, Console, Refused, SignInNeeded, doc_url, static_file, utc_text, when
 
 log = logging.getLogger(__name__)
 
@@ -207,12 +207,24 @@ def _field(key: str, value: Any, images: Any) -> dict[str, Any]:
         return {"key": key, "kind": "images", "images": images, "shown": shown}
     if isinstance(value, str) and (key in BLOCK_FIELDS or "\n" in value):
         return {"key": key, "kind": "block", "shown": shown}
+    readable = _show(_readable(value))
+    if readable != shown:  # times inside (an intent's "at", a hold's "since"): as times, the stored JSON beside them
+        return {"key": key, "kind": "nested", "shown": readable, "stored": shown}
     return {"key": key, "kind": "text", "shown": shown}
 
 
+def _readable(value: Any) -> Any:
+    """``value`` with every time field inside it (at any depth) as its UTC text instead of epoch ms."""
+    if isinstance(value, dict):
+        return {k: utc_text(v) if is_time_field(k, v) else _readable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_readable(v) for v in value]
+    return value
+
+
 def _shown(key: str, value: Any) -> str:
-    """A value in a revision's changes: a time as a ``<time>`` (its epoch in the title), else as text."""
-    return when(value) if is_time_field(key, value) else _show(value)
+    """A value in a revision's changes: a time as a ``<time>`` (its epoch in the title), else as text (times inside as UTC text)."""
+    return when(value) if is_time_field(key, value) else _show(_readable(value))
 
 
 def is_destructive(to: str, label: str) -> bool:

@@ -46,11 +46,14 @@ def test_the_document_page_shows_times_blocks_and_thumbnails(hub, console):
                                      images=[{"url": "https://cdn.example.org/a.jpg", "alt": "The beach at noon"},
                                              {"url": "https://cdn.example.org/b.jpg", "alt": "The beach at dusk"}], now_ms=hub.clock.now_ms()))
     trace = "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: no"
-    hub.admin.put("requests", {**post, "lastError": "Bluesky said 500\nsecond line", "traceback": trace, "carouselAt": AT}, actor="admin")
+    hub.admin.put("requests", {**post, "lastError": "Bluesky said 500\nsecond line", "traceback": trace, "carouselAt": AT,
+                               "intent": {"step": "carousel", "at": AT + 1000, "tries": [{"sentAt": AT}]}}, actor="admin")
 
     page = console.http.get(doc_url("requests", post["_id"])).text
-    text = _visible(page)
+    text = _visible(re.sub(r"<details>.*?</details>", "", page, flags=re.S))  # what is shown before a person opens "as stored"
     assert not re.search(r"\b1[67]\d{11}\b", text), "an epoch in ms is shown as a number"
+    assert "&#34;at&#34;: &#34;2025-12-02 13:00:01 UTC&#34;" in page and "&#34;sentAt&#34;: &#34;2025-12-02 13:00:00 UTC&#34;" in page
+    assert "intent as stored" in page and "1764680401123" in page  # the stored value, a click away
     assert '<time datetime="2025-12-02T13:00:00.123Z" data-ms="1764680400123"' in page and "data-ago" in page
     assert '<pre class="block" tabindex="0">Bluesky said 500\nsecond line</pre>' in page
     assert "ValueError: no</pre>" in page
