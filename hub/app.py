@@ -33,6 +33,8 @@ from ledger import (
     deadletter_machine,
     open_store,
 )
+from ledger.actor import ADMIN
+from ledger.actor import tick as tick_actor
 from ledger.bulk import audit_machine
 from ledger.context import make_context
 from ledger.lease import Sweeper
@@ -43,6 +45,8 @@ from ledger.text import duration
 
 from .auth import protect
 from .products import products
+from .samples import HELP as SAMPLE_HELP
+from .samples import SAMPLES_DB, take_sample
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -51,6 +55,7 @@ log = logging.getLogger(__name__)
 def build_rules(known: Sequence[Product] | None = None) -> Rules:
     """Every machine, write policy and index the products declare, plus the engine's own."""
     rules = Rules([deadletter_machine(), audit_machine(), PAUSE])
+    rules.allow(SAMPLES_DB, free=(tick_actor("sample"), ADMIN), blind=(tick_actor("sample"), ADMIN))  # the depth ring (hub/samples.py)
     for product in products() if known is None else known:
         product.declare(rules)
     protect(rules)
@@ -236,7 +241,7 @@ SWEEP_HELP = "takes back expired leases (the hub also wakes it at the earliest l
 
 def tick_help(known: Sequence[Product] | None = None) -> dict[str, str]:
     """Every tick a hub can run, and what it does."""
-    out = {"sweep": SWEEP_HELP}
+    out = {"sweep": SWEEP_HELP, "sample": SAMPLE_HELP}
     for product in products() if known is None else known:
         out.update(product.tick_help)
     return out
@@ -255,6 +260,8 @@ def build_app(settings: Settings, *, clock: Clock, services: Services | None = N
     ticks: list[Tick] = []
     sweeper = Sweeper(store, rules, clock=clock, safety_interval=settings.sweep.safety_interval)
     ticks.append(Tick("sweep", settings.sweep.safety_interval, lambda event, ctx: sweeper.sweep_once()))
+    kept = settings.activity.samples_kept
+    ticks.append(Tick("sample", 60.0, lambda event, ctx: take_sample(store, rules, clock.now_ms(), kept)))
     for product in known:
         section = settings.section(product.name) if product.settings is not None else None
         made = list(product.ticks(section))

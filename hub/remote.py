@@ -215,6 +215,15 @@ class RemoteStore:
         out = self._request("GET", self._path(db, "query"), params=params)
         return Page(out["docs"], out["next"])
 
+    def by_time(self, db: str, status: str, limit: int = 100, after: str | None = None, *, newest: bool = True,
+                skip: int = 0) -> Page:
+        """One page of ``status`` by when its documents were last written (``Documents.by_time``)."""
+        params: dict[str, Any] = {"status": status, "order": "newest" if newest else "oldest", "limit": limit, "skip": skip}
+        if after is not None:
+            params["after"] = after
+        out = self._request("GET", self._path(db, "by-time"), params=params)
+        return Page(out["docs"], out["next"], written=tuple(out["written"]))
+
     def search(self, db: str, text: str, limit: int = 50, after: str | None = None) -> SearchPage:
         """One page of a search (``ledger/search.py``); ``after`` is the previous page's ``next``."""
         params: dict[str, Any] = {"q": text, "limit": limit}

@@ -61,6 +61,13 @@ class SweepSettings(Section):
     """the sweep wakes at the earliest lease, and at least this often"""
 
 
+class ActivitySettings(Section):
+    """``[activity]``: the console's Activity page."""
+
+    samples_kept: Interval = 86_400.0
+    """how long the queue depth samples are kept (one a minute, written by the `sample` tick into the `samples` database as a ring: at most this many minutes of documents, at least an hour)"""
+
+
 class StoreSettings(Section):
     """``[store]``: how the hub holds its database."""
 
@@ -130,6 +137,7 @@ class Settings(BaseSettings):
     store: StoreSettings = StoreSettings()
     feed: FeedSettings = FeedSettings()
     sweep: SweepSettings = SweepSettings()
+    activity: ActivitySettings = ActivitySettings()
     platforms: PlatformSettings = PlatformSettings()
     fetch: FetchSettings = FetchSettings()
 

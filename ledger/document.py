@@ -63,6 +63,25 @@ def check_cursor(after: object) -> str:
     return after
 
 
+TIME_END = 2**62  # past every written time: the first page of newest-first starts below it
+
+
+def time_cursor(written: int, id: str) -> str:
+    """A ``by_time`` page's ``next``: when the last document was written, and its id."""
+    return f"{written}:{id}"
+
+
+def parse_time_cursor(after: object, newest: bool) -> tuple[int, str]:
+    """(written, id) to start after: a ``time_cursor``; for the first page (None or ""), the end the order starts from."""
+    if after is None or after == "":
+        return (TIME_END, "") if newest else (-1, "")
+    text = after if isinstance(after, str) else ""
+    written, colon, id = text.partition(":")
+    if not colon or not written.isdigit() or len(written) > 18:
+        raise Invalid("after must be the next cursor of a previous page by time (\"<written>:<id>\")")
+    return int(written), check_cursor(id)
+
+
 def check_seq(since: object, what: str = "since") -> int:
     """``since`` as a change sequence number (a non-negative integer); Invalid otherwise."""
     if not isinstance(since, int) or isinstance(since, bool) or not 0 <= since <= MAX_SEQ:

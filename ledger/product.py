@@ -227,6 +227,7 @@ class Product:
     nav: Sequence[tuple[str, str]] = ()  # (path, label) of its pages in the console's navigation
     templates: str | None = None  # the package whose templates/ folder holds its pages' templates
     doc_actions: str | None = None  # "module:function": function(db, doc, actor, machine) -> [(to, label, form URL)], or None
+    doc_images: str | None = None  # "module:function": function(db, doc) -> {field: [{"src": its console URL, "alt": ...}]}, or None
     metrics: str | None = None  # "module:function": function(readings: Readings) -> [Metric], called on every scrape of /metrics
     private: Mapping[str, str] = field(default_factory=dict)  # db -> why the documents API does not reach it
     redact: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # db -> fields no change stream or page shows
@@ -275,6 +276,16 @@ class Product:
             return None
         module, _, name = self.doc_actions.partition(":")
         found: Callable[..., Any] = getattr(importlib.import_module(module), name)
+        return found
+
+    def images(self) -> Callable[[str, dict[str, Any]], Mapping[str, Sequence[Mapping[str, str]]] | None] | None:
+        """How the document page shows the images of this product's documents (``doc_images``), or None: given
+        (db, doc), the thumbnails of each image field, each a console URL that the product serves itself
+        (through the guarded fetcher: the browser never loads an address a document names), or None."""
+        if self.doc_images is None:
+            return None
+        module, _, name = self.doc_images.partition(":")
+        found: Callable[[str, dict[str, Any]], Mapping[str, Sequence[Mapping[str, str]]] | None] = getattr(importlib.import_module(module), name)
         return found
 
     def router(self, web: Web) -> Any:

@@ -35,6 +35,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 STATUS_INDEX = "docs_by_status"  # the one index over every database: status, for the machines
+TIME_INDEX = "docs_by_status_written"  # status, then when a document was last written: the console's lists by time
 
 
 @dataclass(frozen=True)
@@ -269,11 +270,11 @@ POSTGRES_FUNCTIONS = (
                 o_rev := h_rev; o_body := h_body::text; o_deleted := h_deleted;
                 RETURN;
             END IF;
-            UPDATE docs SET rev = p_rev, body = p_text::jsonb, deleted = p_deleted WHERE db = p_db AND id = p_id;
+            UPDATE docs SET rev = p_rev, body = p_text::jsonb, deleted = p_deleted, written = p_at WHERE db = p_db AND id = p_id;
         ELSIF p_expect IS NOT NULL THEN
             RETURN;
         ELSE
-            INSERT INTO docs (db, id, rev, body, deleted) VALUES (p_db, p_id, p_rev, p_text::jsonb, p_deleted)
+            INSERT INTO docs (db, id, rev, body, deleted, written) VALUES (p_db, p_id, p_rev, p_text::jsonb, p_deleted, p_at)
                 ON CONFLICT (db, id) DO NOTHING;
             IF NOT FOUND THEN
                 -- another writer created it meanwhile (and has committed: the insert waited):
@@ -516,6 +517,11 @@ MIGRATIONS: tuple[Migration, ...] = (
               steps=(_install_functions,)),
     Migration(7, "search: ids by prefix and the words of text, caption and lastError, indexed in the write's transaction",
               (), steps=(_search_index,)),
+    Migration(8, "when each document was last written (from the change log), indexed by status: lists by time", (
+        "ALTER TABLE docs ADD COLUMN written {bigint} NOT NULL DEFAULT 0",
+        "UPDATE docs SET written = COALESCE((SELECT MAX(c.at) FROM changes c WHERE c.db = docs.db AND c.id = docs.id), 0)",
+        "CREATE INDEX IF NOT EXISTS " + TIME_INDEX + " ON docs (db, {status}, written, id) WHERE deleted = 0",
+    ), steps=(_install_functions,)),  # PostgreSQL's write function sets the column from now on
 )
 
 
@@ -591,6 +597,18 @@ def status_query(dialect: Dialect) -> str:
     )
 
 
+def time_query(dialect: Dialect, newest: bool) -> str:
+    """A page of one status by when its documents were last written, after the cursor (written, id):
+    the keyset is the index's own order, so a page reads only its rows (plus ``:skip``, when jumping)."""
+    order, beyond = ("DESC", "<") if newest else ("ASC", ">")
+    return dialect.compile(
+        "SELECT id, rev, {body}, written FROM docs{hint} WHERE db = :db AND " + dialect.match("status")
+        + f" AND deleted = 0 AND (written, id) {beyond} (:written, :after)"
+        + f" ORDER BY written {order}, id {order} LIMIT :n OFFSET :skip",
+        hint=dialect.hint(TIME_INDEX),
+    )
+
+
 def scan_query(dialect: Dialect, field: str) -> str:
     """Matching documents among those with ``after < id <= last`` (a window of the database)."""
     return dialect.compile(
@@ -611,9 +629,10 @@ class Queries:
     has_db: str = "SELECT 1 FROM docs WHERE db = :db LIMIT 1"
     head: str = "SELECT rev, {body}, deleted FROM docs WHERE db = :db AND id = :id{for_update}"
     insert_doc: str = (
-        "INSERT INTO docs (db, id, rev, body, deleted) VALUES (:db, :id, :rev, :body, :deleted) ON CONFLICT (db, id) DO NOTHING"
+        "INSERT INTO docs (db, id, rev, body, deleted, written) VALUES (:db, :id, :rev, :body, :deleted, :at) "
+        "ON CONFLICT (db, id) DO NOTHING"
     )
-    update_doc: str = "UPDATE docs SET rev = :rev, body = :body, deleted = :deleted WHERE db = :db AND id = :id"
+    update_doc: str = "UPDATE docs SET rev = :rev, body = :body, deleted = :deleted, written = :at WHERE db = :db AND id = :id"
     append_change: str = (
         "INSERT INTO changes (db, id, rev, body, deleted, actor, at) VALUES (:db, :id, :rev, :body, :deleted, :actor, :at) "
         "RETURNING seq"

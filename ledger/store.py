@@ -52,6 +52,9 @@ class Change:
         }
 
 
+MAX_SKIP = 10_000  # the most documents ``by_time`` reads past to jump to a page (see ledger/sql.py's by_time)
+
+
 @dataclass(frozen=True)
 class Page:
     """One page of a query. ``scanned``: no index covers the field, so the page came from
@@ -61,6 +64,7 @@ class Page:
     docs: list[Doc]
     next: str | None  # pass as ``after`` for the next page; None at the end
     scanned: bool = False
+    written: tuple[int, ...] = ()  # a page of ``by_time``: when each document was last written (epoch ms)
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,12 @@ class Documents(Protocol):
 
     def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:
         """Documents whose ``field`` equals ``key``, in id order, one page at a time."""
+
+    def by_time(self, db: str, status: str, limit: int = 100, after: str | None = None, *, newest: bool = True,
+                skip: int = 0) -> Page:
+        """Live documents of ``db`` in ``status`` by when they were last written, newest (or oldest) first,
+        one page at a time (``ledger/sql.py``: keyset paging on an index; ``skip`` jumps ahead a bounded
+        number of documents, at most ``MAX_SKIP``)."""
 
     def search(self, db: str, text: str, limit: int = 50, after: str | None = None) -> SearchPage:
         """Live documents of ``db`` whose id starts with ``text`` or whose text holds its words
@@ -316,6 +326,11 @@ class Ledger:
             if page.next is None:
                 return
             after = page.next
+
+    def by_time(self, db: str, status: str, limit: int = 100, after: str | None = None, *, newest: bool = True,
+                skip: int = 0) -> Page:
+        """See ``Documents.by_time``."""
+        return self.store.by_time(db, status, limit, after, newest=newest, skip=skip)
 
     def search(self, db: str, text: str, limit: int = 50, after: str | None = None) -> SearchPage:
         """One page of a search (see Documents.search)."""

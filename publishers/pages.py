@@ -39,6 +39,17 @@ def _q(text: str) -> str:
 
 
 
+def doc_images(db: str, doc: dict[str, Any]) -> dict[str, list[dict[str, str]]] | None:
+    """The document page's thumbnails of a post's images (``Product.doc_images``): image ``n`` of ``images``
+    through ``/console/publish/thumbnail`` (made by the hub, from the guarded fetcher or the upload's chunks).
+    None for any other document."""
+    found = doc.get("images")
+    if db != DB or doc.get("kind") != KIND or not isinstance(found, list) or not found:
+        return None
+    return {"images": [{"src": thumbnail_url(str(doc["_id"]), n, SIZES[1]), "alt": str(image.get("alt") or "") if isinstance(image, dict) else "",
+                        "name": f"image {n}"} for n, image in enumerate(found[:50], start=1)]}
+
+
 def _first_image(doc: dict[str, Any]) -> dict[str, str] | None:
     """The queue row's thumbnail: its address and the image's alt text (None for a post without images)."""
     found = doc.get("images")

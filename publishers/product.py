@@ -45,6 +45,7 @@ PUBLISHERS = Product(
     nav=(("/console/publish", "Publishing"), ("/console/publish/calendar", "Calendar")),
     templates="publishers",
     doc_actions="publishers.pages:doc_actions",
+    doc_images="publishers.pages:doc_images",
     redact={MEDIA: ("data",)},  # an image's bytes (up to 683 KB a chunk) would flood every stream and page
     metrics="publishers.metrics:metrics",
     pausable={  # validate.PLATFORMS, named here so that declaring the product loads no validation

@@ -153,7 +153,7 @@ class ActorRouter:
         return self._for(actor).delete(db, id, actor=actor, if_rev=if_rev)
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("get", "query", "history", "changes", "head_seq"):
+        if name in ("get", "query", "by_time", "history", "changes", "head_seq"):
             return getattr(self._reader(), name)
         raise AttributeError(name)
 

@@ -37,6 +37,12 @@ class QueryPage(BaseModel):  # noqa: D101 - a docstring would become its descrip
     next: str | None
 
 
+class TimePage(BaseModel):  # noqa: D101 - a docstring would become its description in the OpenAPI document
+    docs: list[dict[str, Any]]
+    written: list[int]
+    next: str | None
+
+
 def documents_router(store: Store, private: Mapping[str, str], run: Run) -> APIRouter:
     """The documents of ``store``, but for the ``auth`` database and ``private`` ones (db -> why not)."""
     router = APIRouter()
@@ -105,6 +111,20 @@ def documents_router(store: Store, private: Mapping[str, str], run: Run) -> APIR
         if not page.docs and page.next is None and after is None and not store.has_db(db):
             raise NotFound(no_database(db))
         return QueryPage(docs=page.docs, next=page.next)
+
+    @router.get("/v1/db/{db}/by-time", tags=["documents"], response_model=TimePage)
+    @in_pool
+    def by_time(
+        db: str = DB,
+        status: str = Query(..., max_length=200, description="The status whose documents to list"),
+        order: str = Query("newest", pattern="^(newest|oldest)$", description="newest (last written first) or oldest"),
+        limit: int = Query(100, ge=1, le=1000),
+        after: str | None = Query(None, description="The next cursor of the previous page"),
+        skip: int = Query(0, ge=0, description="Documents to pass over first (a jump to a page; at most 10,000)"),
+        who: Principal = Depends(principal),
+    ) -> TimePage:
+        page = store.by_time(reachable(db), status, limit, after, newest=order == "newest", skip=skip)
+        return TimePage(docs=page.docs, written=list(page.written), next=page.next)
 
     @router.get("/v1/db/{db}/search", tags=["documents"], response_model=SearchResults)
     @in_pool

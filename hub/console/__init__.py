@@ -6,7 +6,7 @@ shipped in this package.
     sessions.py   sign-in with a person's token into a server-side session; CSRF
     overview.py   counts, machines and what needs a person (also ``GET /v1/overview`` and ``skyhub status``)
     diagram.py    each machine drawn as SVG with its live counts
-    activity.py   finished per minute and queue depth, read incrementally from the change log
+    activity.py   done and failed per minute (from the change log) and queue depth (from the samples database)
     charts.py     those as SVG
     metrics.py    ``GET /metrics`` (prometheus_client) and the HTTP request counter
     forms.py      the publishing form and where each validation sentence is shown

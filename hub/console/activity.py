@@ -1,34 +1,35 @@
-"""What finished, per minute, over the last hour; queue depth per minute; and outcomes by
-platform (for ``/metrics``): read incrementally from the change log, never by scanning documents.
+"""What was done and what failed, per minute, over the last hour; queue depth per minute; and
+outcomes by platform (for ``/metrics``): read incrementally from the change log, never by scanning
+documents.
 
-- **Finished per minute**: a committed write that puts a document of a machine into one of its
-  end states (``Machine.ends``: ``done``, ``replied``, ...; not a follow-up such as ``commented``,
-  which only ever comes after ``done``) or a failure only a person moves on from
-  (``error``, see ``overview.is_failure``) counts for that machine in the minute
-  of its commit. On start the reader finds the first change of the last hour by a binary
+- **Done and failed per minute, apart**: a committed write that puts a document of a machine into
+  one of its end states (``Machine.ends``: ``done``, ``replied``, ...; not a follow-up such as
+  ``commented``, which only ever comes after ``done``) counts as done for that machine in the minute
+  of its commit; one into a failure a person looks at (``error``, ``failed``: ``samples.is_failure``)
+  counts as failed. On start the reader finds the first change of the last hour by a binary
   search on ``seq`` (the log is in commit order, so ``at`` grows with it) and reads from
   there, at most ``BACKFILL`` changes back; then it reads only what is new, a page at a time.
 - **Queue depth**: the documents in a machine's working states (neither ends nor failed), sampled from the store's
-  counters (``store.counts()``) once a minute while the hub runs (so the chart starts when
-  the hub did, at most an hour back).
+  counters once a minute by the ``sample`` tick into the ``samples`` database (``hub/samples.py``),
+  so the chart's hour survives a restart; read back with ``by_time``.
 - **Outcomes**: every such terminal write by machine, platform (the document's ``platform``
   field, if any) and status, counted since the reader started.
 
-Everything is bounded: 60 buckets per machine, 60 samples, one counter per (machine,
-platform, status).
+Everything is bounded: 60 buckets per machine and outcome, 61 samples read, one counter per
+(machine, platform, status).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from ledger import LedgerError, Rules, Store
 
-from .overview import is_failure
+from ..samples import is_failure, read_samples
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +49,10 @@ class Activity:
         self.rules = rules
         self.now = now  # the hub's one clock
         self.cursor: int | None = None
-        self.finished: dict[str, dict[int, int]] = {m.name: {} for m in rules.machines}
+        self.done: dict[str, dict[int, int]] = {m.name: {} for m in rules.machines}
+        self.failed: dict[str, dict[int, int]] = {m.name: {} for m in rules.machines}
         self.outcomes: Counter[tuple[str, str, str]] = Counter()
-        self.depth: deque[tuple[int, dict[str, int]]] = deque(maxlen=WINDOW + 1)
+        self.depth: list[tuple[int, dict[str, int]]] = []
         self.started_at = self.now()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -75,7 +77,7 @@ class Activity:
         return lo
 
     def advance(self, pages: int = 10) -> int:
-        """Read up to ``pages`` pages of new changes; sample the depth once a minute. Returns the changes read."""
+        """Read up to ``pages`` pages of new changes and the last hour's depth samples. Returns the changes read."""
         with self._lock:
             if self.cursor is None:
                 self.cursor = self._start_seq()
@@ -90,36 +92,33 @@ class Activity:
                 total += len(batch)
                 if len(batch) < PAGE:
                     break
-            self._sample()
+            self._read_depth()
             self._trim()
             return total
 
     def _count(self, db: str, doc: dict[str, Any], at: int) -> None:
         m = self.rules.machine_for(db, doc)
         status = doc.get("status")
-        if m is None or not isinstance(status, str) or not (status in m.ends - m.follow_ups or is_failure(m, status)):
+        if m is None or not isinstance(status, str):
+            return
+        if is_failure(m, status):
+            kept = self.failed
+        elif status in m.ends - m.follow_ups:
+            kept = self.done
+        else:
             return
         minute = at // MINUTE
-        buckets = self.finished.setdefault(m.name, {})
+        buckets = kept.setdefault(m.name, {})
         buckets[minute] = buckets.get(minute, 0) + 1
         platform = doc.get("platform")
         self.outcomes[(m.name, platform if isinstance(platform, str) else "", status)] += 1
 
-    def _sample(self) -> None:
-        minute = self.now() // MINUTE
-        if self.depth and self.depth[-1][0] == minute:
-            return
-        counts = self.store.counts()
-        depth = {m.name: 0 for m in self.rules.machines}
-        for c in counts:
-            m = next((m for m in self.rules.machines if m.db == c.db and m.kind == c.kind), None)
-            if m is not None and c.status not in m.ends and not is_failure(m, c.status):
-                depth[m.name] += c.n
-        self.depth.append((minute, depth))
+    def _read_depth(self) -> None:
+        self.depth = read_samples(self.store, (self.now() // MINUTE - WINDOW) * MINUTE, WINDOW + 1)
 
     def _trim(self) -> None:
         oldest = self.now() // MINUTE - WINDOW
-        for buckets in self.finished.values():
+        for buckets in (*self.done.values(), *self.failed.values()):
             for minute in [k for k in buckets if k <= oldest]:
                 del buckets[minute]
 
@@ -146,13 +145,15 @@ class Activity:
 
     # ---- what the charts and metrics read --------------------------------------------------
     def series(self) -> dict[str, Any]:
-        """Finished per minute (60 values per machine, oldest first) and the depth samples."""
+        """Done and failed per minute (60 values per machine each, oldest first) and the depth samples (the last hour's)."""
         with self._lock:
             end = self.now() // MINUTE
             minutes = list(range(end - WINDOW + 1, end + 1))
-            finished = {name: [b.get(m, 0) for m in minutes] for name, b in self.finished.items()}
-            depth = [(minute * MINUTE, dict(d)) for minute, d in self.depth if minute > end - WINDOW]
-            return {"minutes": [m * MINUTE for m in minutes], "finished": finished, "depth": depth, "since": self.started_at}
+            done = {name: [b.get(m, 0) for m in minutes] for name, b in self.done.items()}
+            failed = {name: [b.get(m, 0) for m in minutes] for name, b in self.failed.items()}
+            depth = [(at, dict(d)) for at, d in self.depth if at // MINUTE > end - WINDOW]
+            return {"minutes": [m * MINUTE for m in minutes], "done": done, "failed": failed, "depth": depth,
+                    "since": depth[0][0] if depth else None}
 
     def outcome_counts(self) -> list[tuple[str, str, str, int]]:
         """(machine, platform, status, count) for every terminal write seen."""

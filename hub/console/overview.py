@@ -24,6 +24,7 @@ from ledger.pause import paused
 from ledger.text import duration
 
 from ..auth import AUTH_DB
+from ..samples import is_failure
 
 if TYPE_CHECKING:
     from ..app import App
@@ -32,7 +33,6 @@ log = logging.getLogger(__name__)
 PER_STATE = 50  # documents read per state when looking for held work and expired leases
 FAILED_SHOWN = 20  # documents shown per failure state a person's retry does not leave
 GROUP_SCAN = 500  # documents read per state a retry leaves, grouped by their error (past that a group says "at least")
-FAILURE_STATES = frozenset({"error", "failed", "build-failed"})
 PERSON_STATES = frozenset({"needs-person"})  # work that waits for a person's choice (a publish that cannot be told apart)
 HIDDEN_DBS = frozenset({AUTH_DB})
 
@@ -76,14 +76,6 @@ def _item(d: dict[str, Any]) -> Item:
     known = {k: d[k] for k in ("db", "id", "status", "since") if d.get(k) is not None}
     extra = {k: v for k, v in d.items() if k not in ("what", "title", "reason", "db", "id", "status", "since", "rank")}
     return Item(str(d["what"]), str(d["title"]), str(d.get("reason") or ""), **known, extra=extra, rank=int(d.get("rank", -1)))
-
-
-def is_failure(machine: Machine | None, status: str) -> bool:
-    """Whether ``status`` is a failure a person should look at: an end state, or one only a
-    person moves on from (``error`` -> retry), named ``error``, ``failed`` or ``build-failed``."""
-    if status not in FAILURE_STATES:
-        return False
-    return machine is None or status in machine.at_rest
 
 
 def overview(app: App, *, started_at: int | None = None) -> dict[str, Any]:

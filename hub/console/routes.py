@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ledger import Clock, Ledger, LedgerError, NotFound
+from ledger.store import MAX_SKIP
 
 from ..auth import AUTH_DB, Unauthorized
 from .charts import bars_svg, legend, lines_svg
@@ -30,7 +31,7 @@ from .pausing import choices, pause_form, resume_form
 from .search import search_page
 from .sessions import COOKIE, PRE_COOKIE, SESSION_MS, Session, csrf_token, new_presession
 from .triage import audit_page, bulk_form, bulk_page
-from .web import SECURITY_HEADERS, Console, Refused, SignInNeeded, doc_url, static_file
+from .web import SECURITY_HEADERS, Console, Refused, SignInNeeded, doc_url, static_file, utc_text, when
 
 log = logging.getLogger(__name__)
 
@@ -131,22 +132,52 @@ async def overview_page(console: Console, request: Request) -> Response:
                           pausable=choices(console))
 
 
+SORTS = {"newest": "Newest first", "oldest": "Oldest first", "id": "By id"}
+
+
 @page_route
 async def db_list(console: Console, request: Request) -> Response:
-    """One page of a database's documents in one status (through the status index)."""
+    """One page of a database's documents in one status, with the total: by when they were last written
+    (newest or oldest first, ``Documents.by_time``, with a jump to page N) or by id (the status index)."""
     session = await console.session(request)
     db = request.path_params["db"]
     if db == AUTH_DB:
         return _error(console, request, session, 404, f"database {AUTH_DB!r} is not shown in the console")
-    status = request.query_params.get("status", "")
-    after = request.query_params.get("after") or None
+    q = request.query_params
+    status, after = q.get("status", ""), q.get("after") or None
+    sort = q.get("sort", "newest")
+    if sort not in SORTS:
+        return _error(console, request, session, 400, f"sort must be one of {', '.join(SORTS)}, not {sort[:40]!r}")
+    number = q.get("page", "1").strip() or "1"
+    if not number.isdigit() or not 1 <= int(number) <= 10**7:
+        return _error(console, request, session, 400, f"the page must be a whole number from 1, not {number[:40]!r}")
+    page = int(number)
+    store = console.app.store
+
+    def read() -> tuple[Any, int]:
+        total = sum(c.n for c in store.counts(db) if c.status == status)
+        if sort == "id":
+            return store.query(db, "status", status, PAGE_SIZE, after), total
+        skip = 0 if after else (page - 1) * PAGE_SIZE  # a jump has no cursor: a bounded skip (by_time's docstring)
+        return store.by_time(db, status, PAGE_SIZE, after, newest=sort == "newest", skip=skip), total
+
+    if sort == "id" and page > 1 and not after:
+        return _error(console, request, session, 400, "a jump to a page needs a list by time: sort newest or oldest first")
+    if sort != "id" and not after and (page - 1) * PAGE_SIZE > MAX_SKIP:
+        return _error(console, request, session, 400, f"page {page} is too far to jump to (at most page {MAX_SKIP // PAGE_SIZE + 1}): "
+                      "sort the other way to start from the other end, or follow Next page")
     try:
-        found = await run_in_threadpool(console.app.store.query, db, "status", status, PAGE_SIZE, after)
+        found, total = await run_in_threadpool(read)
     except LedgerError as exc:
         return _error(console, request, session, exc.status, exc.reason)
-    next_url = f"/console/db/{db}?status={_quote(status)}&after={_quote(found.next)}" if found.next else None
-    return console.render("list.html", request, session, title=f"{db} · {status}", db=db, status=status, docs=found.docs,
-                          next_url=next_url)
+    base = f"/console/db/{_quote(db)}?status={_quote(status)}"
+    first = (page - 1) * PAGE_SIZE + 1
+    next_url = f"{base}&sort={sort}&after={_quote(found.next)}&page={page + 1}" if found.next else None
+    pages = max(1, -(-total // PAGE_SIZE))
+    rows = [{**d, "_written": found.written[i] if i < len(found.written) else None} for i, d in enumerate(found.docs)]
+    return console.render("list.html", request, session, title=f"{db} · {status}", db=db, status=status, docs=rows,
+                          next_url=next_url, total=total, first=first, last=first + len(found.docs) - 1, page=page, pages=pages,
+                          sort=sort, sorts=SORTS, base=base, jump_limit=min(pages, MAX_SKIP // PAGE_SIZE + 1))
 
 
 def _error(console: Console, request: Request, session: Session | None, status: int, reason: str) -> Response:
@@ -155,6 +186,52 @@ def _error(console: Console, request: Request, session: Session | None, status: 
 
 def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+BLOCK_FIELDS = ("lastError", "traceback", "error", "stderr", "log")  # shown as preformatted blocks, as written
+DESTRUCTIVE = ("cancelled", "canceled", "dismissed", "deleted", "rejected")  # moves a person confirms first
+
+
+def is_time_field(key: str, value: Any) -> bool:
+    """``createdAt``, ``leaseUntil``, ``carouselAt``: a field named for a time whose value is epoch ms (after 2001)."""
+    return (key.endswith(("At", "Until")) or key in ("at", "notBefore")) and isinstance(value, int) and not isinstance(value, bool) \
+        and 1_000_000_000_000 <= value < 100_000_000_000_000
+
+
+def _field(key: str, value: Any, images: Any) -> dict[str, Any]:
+    """How the document page shows one field: a time (with "ago"), a block (an error, a traceback, any
+    text of several lines), thumbnails (the product's, with the JSON kept beside them) or the value."""
+    shown = _show(value)
+    if is_time_field(key, value):
+        return {"key": key, "kind": "time", "value": value, "shown": shown}
+    if images:
+        return {"key": key, "kind": "images", "images": images, "shown": shown}
+    if isinstance(value, str) and (key in BLOCK_FIELDS or "\n" in value):
+        return {"key": key, "kind": "block", "shown": shown}
+    readable = _show(_readable(value))
+    if readable != shown:  # times inside (an intent's "at", a hold's "since"): as times, the stored JSON beside them
+        return {"key": key, "kind": "nested", "shown": readable, "stored": shown}
+    return {"key": key, "kind": "text", "shown": shown}
+
+
+def _readable(value: Any) -> Any:
+    """``value`` with every time field inside it (at any depth) as its UTC text instead of epoch ms."""
+    if isinstance(value, dict):
+        return {k: utc_text(v) if is_time_field(k, v) else _readable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_readable(v) for v in value]
+    return value
+
+
+def _shown(key: str, value: Any) -> str:
+    """A value in a revision's changes: a time as a ``<time>`` (its epoch in the title), else as text (times inside as UTC text)."""
+    return when(value) if is_time_field(key, value) else _show(_readable(value))
+
+
+def is_destructive(to: str, label: str) -> bool:
+    """A move that ends or throws away work (cancel, dismiss, delete): asked to be confirmed, drawn as danger."""
+    words = label.lower()
+    return to in DESTRUCTIVE or any(w in words for w in ("cancel", "dismiss", "delete", "reject"))
 
 
 @page_route
@@ -171,26 +248,32 @@ async def doc_page(console: Console, request: Request) -> Response:
     except LedgerError as exc:
         return _error(console, request, session, exc.status, exc.reason)
     hidden = console.redact.get(db, ())
-    fields = [(k, _show(v)) for k, v in sorted(doc.items()) if k not in hidden]
+    images: dict[str, Any] = {}
+    for find in console.doc_images:
+        found = find(db, doc)
+        if found:
+            images.update(found)
+            break
+    fields = [_field(k, v, images.get(k)) for k, v in sorted(doc.items()) if k not in hidden]
     revisions = []
     before: dict[str, Any] = {}
     for c in history:
         body = {k: v for k, v in c.doc.items() if k not in ("_rev",)}
-        changed: list[tuple[str, str | None, str]] = []
+        changed: list[tuple[str, str | None, str]] = []  # the values as text, or a <time> (Markup)
         for key in sorted(set(before) | set(body)):
             if before.get(key) == body.get(key):
                 continue
             if key in hidden:
                 changed.append((key, None, f"(a new {key}: never shown)"))
             else:
-                changed.append((key, _show(before[key]) if key in before else None, _show(body.get(key)) if key in body else "(removed)"))
+                changed.append((key, _shown(key, before[key]) if key in before else None, _shown(key, body[key]) if key in body else "(removed)"))
         revisions.append({"rev": c.rev, "actor": c.actor, "at": c.at, "deleted": c.deleted, "changed": changed})
         before = body
     revisions.reverse()
     held = doc.get("held") if isinstance(doc.get("held"), dict) and "held" not in hidden else None
     return console.render("doc.html", request, session, title=f"{db} / {doc_id}", db=db, doc_id=doc_id, rev=doc.get("_rev"),
                           fields=fields, hidden=[k for k in hidden if k in doc], revisions=revisions, held=held,
-                          actions=_actions(console, db, doc, session))
+                          actions=[(to, label, url, is_destructive(to, label)) for to, label, url in _actions(console, db, doc, session)])
 
 
 def _actions(console: Console, db: str, doc: dict[str, Any], session: Session) -> list[tuple[str, str, str]]:
@@ -219,6 +302,9 @@ async def move(console: Console, request: Request) -> Response:
     db, doc_id, rev, to = (fields.get(k, "") for k in ("db", "id", "rev", "to"))
     if db == AUTH_DB or db in console.private:
         raise Refused(403, f"documents of {db!r} are not moved from here")
+    if is_destructive(to, "") and fields.get("confirm") != "yes":
+        return _error(console, request, session, 400, f"moving {doc_id} to {to} needs confirming: go back, tick "
+                      "the \u201cYes\u201d box next to the button, then press it again")
 
     def write() -> str:
         doc = console.app.store.get(db, doc_id)
@@ -242,17 +328,18 @@ async def move(console: Console, request: Request) -> Response:
 # ---- activity (charts) ----------------------------------------------------------------------
 @page_route
 async def activity_page(console: Console, request: Request) -> Response:
-    """Finished per minute and queue depth over the last hour."""
+    """Done and failed per minute, and queue depth, over the last hour."""
     session = await console.session(request)
     await run_in_threadpool(console.activity.advance, 3)
     series = console.activity.series()
     minutes = series["minutes"]
-    bars = [(name, bars_svg(f"fin-{i}", f"{name}: finished per minute", minutes, values))
-            for i, (name, values) in enumerate(sorted(series["finished"].items()))]
+    bars = [(name, sum(values), sum(series["failed"].get(name, ())),
+             bars_svg(f"fin-{i}", f"{name}: done and failed per minute", minutes, values, series["failed"].get(name)))
+            for i, (name, values) in enumerate(sorted(series["done"].items()))]
     names = sorted({n for _, d in series["depth"] for n in d})
     depth = lines_svg("depth", "Queue depth per machine", series["depth"], (minutes[0], minutes[-1] + 60_000))
     return console.render("activity.html", request, session, title="Activity", bars=bars, depth=depth, legend=legend(names),
-                          since=max(series["since"], minutes[0]))
+                          since=series["since"])
 
 
 # ---- live -----------------------------------------------------------------------------------

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from ledger import Change
-from ledger.text import iso
 
 from ..auth import AUTH_DB
 from ..stream import Fanout
@@ -58,27 +58,36 @@ class Refused(Exception):
         self.reason = reason
 
 
-def when(ms: int | None) -> str:
-    """Epoch ms as a short UTC time for pages."""
-    if not ms:
-        return ""
+def utc_text(ms: int) -> str:
+    """Epoch ms as a short UTC time: what a page shows before (or without) its script."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def ago(ms: int | None, now: int) -> str:
-    """How long before ``now`` (epoch ms) ``ms`` was, as people say it: ``12 s ago``, ``5 min ago``, ``3 h ago``, ``2 d ago``."""
-    if not ms:
-        return ""
-    s = max(0, (now - ms) // 1000)
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if s >= size:
-            return f"{s // size} {unit} ago"
-    return f"{s} s ago"
+def _iso_ms(ms: int) -> str:
+    """Epoch ms as ISO 8601 in UTC, to the millisecond (a ``<time datetime>``)."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def iso_utc(ms: int | None) -> str:
-    """Epoch ms as an ISO 8601 UTC time (a ``<time datetime>``)."""
-    return iso(ms) if ms else ""
+def when(ms: Any, ago: bool = False, brief: bool = False) -> Markup:
+    """A time on a page: ``<time datetime="ISO-8601 UTC" [data-ago]>UTC text</time>``.
+
+    The contract with ``static/console.js``: the script rewrites the text of every ``<time datetime>``
+    in the zone of ``<html data-zone="Area/City">`` when the server set one, else in the browser's,
+    and, with ``data-ago``, adds how long ago ("12 s ago", "3 h ago"), kept fresh while the page is
+    open and after a live refresh swaps a region; ``brief`` (``data-ago="only"``) shows only how long
+    ago, for a narrow column, the full time in the title. Without the script the UTC text stays. The
+    epoch value is kept in ``data-ms`` and in the title, so nothing is lost. Not a time (None, 0, text,
+    a boolean): empty; an epoch that is not a date (out of range): the number as text.
+    """
+    if isinstance(ms, bool) or not isinstance(ms, int | float) or not ms:
+        return Markup("")
+    try:
+        text, stamp = utc_text(int(ms)), _iso_ms(int(ms))
+    except (OverflowError, OSError, ValueError):
+        return Markup(escape(str(ms)))
+    mark = Markup(' data-ago="only"') if brief else Markup(" data-ago") if ago else ""
+    shown = text[11:] if brief else text
+    return Markup('<time datetime="{}" data-ms="{}" title="{} ({})"{}>{}</time>').format(stamp, int(ms), text, int(ms), mark, shown)
 
 
 def doc_url(db: str, doc_id: str) -> str:
@@ -125,7 +134,7 @@ class Console:
         loaders += [PackageLoader(p.templates, "templates") for p in app.products if p.templates]  # each product's pages
         env = Environment(loader=ChoiceLoader(loaders), autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
         nav = (NAV[0], *(entry for p in app.products for entry in p.nav), *NAV[1:])
-        env.globals.update(when=when, ago=ago, iso_utc=iso_utc, doc_url=doc_url, nav=nav)
+        env.globals.update(when=when, doc_url=doc_url, nav=nav)
         activity = Activity(app.store, app.rules, now=app.clock.now_ms)
         metrics = metrics or Metrics(app.clock.now_ms)
         metrics.collector = StoreCollector(app.store, app.handlers, app.ticks, app.products, activity)
@@ -145,6 +154,11 @@ class Console:
     def doc_actions(self) -> list[Callable[..., Any]]:
         """The products' own document actions (a post's Retry, ...)."""
         return [found for p in self.app.products if (found := p.actions()) is not None]
+
+    @functools.cached_property
+    def doc_images(self) -> list[Callable[..., Any]]:
+        """The products' ways of showing their documents' images (``Product.doc_images``)."""
+        return [found for p in self.app.products if (found := p.images()) is not None]
 
     # ---- sessions and forms ----------------------------------------------------------------
     def https(self, request: Request) -> bool:

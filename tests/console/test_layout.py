@@ -189,6 +189,8 @@ def _bad_form(page: Any) -> None:
 VIEWS: dict[str, str | Callable[[Any], None]] = {
     "overview": "/",
     "list-jobs": "/console/db/jobs?status=failed",
+    "list-jobs-oldest-page-2": "/console/db/jobs?status=failed&sort=oldest&page=2",  # the jump's page, 250-character ids
+    "list-jobs-by-id": "/console/db/jobs?status=failed&sort=id",
     "list-posts": "/console/db/requests?status=pending",
     "document-post": "{post}",
     "document-needs-person": "{choice}",

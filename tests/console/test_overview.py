@@ -16,6 +16,7 @@ from hub.console.activity import Activity
 from hub.console.charts import bars_svg, lines_svg
 from hub.console.diagram import machine_svg
 from hub.console.overview import overview
+from hub.samples import take_sample
 from hub.settings import load_settings
 from ledger import SYSTEM, FakeClock, Ledger, open_store
 from ledger.jobs import JOBS
@@ -77,10 +78,15 @@ def test_a_machine_is_drawn_with_its_counts_and_a_chart_describes_itself():
         assert state in text
     assert "12" in text and "(end)" in text and "(start)" in text
     assert '/console/db/jobs?status=running' in svg and "handler:on_change" in svg  # edges name their actors
-    bars = ET.fromstring(bars_svg("b", "done per minute", [i * 60_000 for i in range(60)], [0] * 58 + [4, 2]))
-    assert bars.get("role") == "img" and "6 in the last hour; at most 4 in one minute; last minute 2" in "".join(bars.itertext())
+    bars = ET.fromstring(bars_svg("b", "done per minute", [i * 60_000 for i in range(60)], [0] * 58 + [4, 2], [0] * 58 + [1, 0]))
+    svg_ns = "{http://www.w3.org/2000/svg}"
+    assert bars.get("role") == "img"
+    assert "6 done and 1 failed in the last hour; at most 5 in one minute; last minute 2 done, 0 failed" in "".join(bars.itertext())
+    assert [t.text for t in bars.iter(svg_ns + "text") if t.get("class") == "value"] == ["5", "2"]  # each bar's total, written on it
+    assert [r.get("fill") for r in bars.iter(svg_ns + "rect") if r.get("class") == "bar failed"] == ["url(#b-hatch)"]  # hatched, not only red
     lines = ET.fromstring(lines_svg("d", "depth", [(0, {"jobs/job": 2}), (60_000, {"jobs/job": 5})], (0, 120_000)))
     assert "now: jobs/job 5" in "".join(lines.itertext())
+    assert [t.text for t in lines.iter(svg_ns + "text") if t.get("class") == "value"] == ["jobs/job 5"]  # the line's last value at its end
 
 
 def test_a_failed_job_is_drawn_as_waiting_for_a_person_with_the_retry_edge_a_person_takes():
@@ -111,11 +117,13 @@ def test_activity_counts_the_last_hour_of_terminal_writes_from_the_change_log(tm
         clock.advance(60_000)
         doc, _ = queue(maya, new_request("bsky", account="shop.bsky.social", slug="c", caption="x", now_ms=clock.now_ms()))
         store.put("requests", {**doc, "status": "error", "lastError": "no"}, actor="admin")
+        take_sample(store, rules, clock.now_ms(), 86_400)
         activity = Activity(store, rules, now=clock.now_ms)
         assert activity.advance() > 0
         series = activity.series()
-        posts = series["finished"]["requests/publish-request"]
-        assert len(posts) == 60 and posts[-1] == 1 and posts[-2] == 2 and sum(posts) == 3
+        done, failed = series["done"]["requests/publish-request"], series["failed"]["requests/publish-request"]
+        assert len(done) == len(failed) == 60
+        assert done[-2] == 2 and sum(done) == 2 and failed[-1] == 1 and sum(failed) == 1  # apart: two done, then one failed
         assert activity.outcome_counts() == [("requests/publish-request", "bsky", "error", 1),
                                              ("requests/publish-request", "threads", "done", 2)]
         assert series["depth"] and series["depth"][-1][1]["requests/publish-request"] == 0

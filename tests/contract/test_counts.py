@@ -65,7 +65,7 @@ def test_refused_and_rolled_back_writes_change_nothing(store):
     # a transaction that writes a document and then fails leaves the counts as they were
     with pytest.raises(RuntimeError), store._tx() as cur:
         cur.execute(store.q.insert_doc, {"db": "jobs", "id": "ghost", "rev": "1-x", "body": '{"type":"job","status":"pending"}',
-                                         "deleted": 0})
+                                         "deleted": 0, "at": 1})
         raise RuntimeError("rolled back")
     assert table(store) == before == {("jobs", "job", "pending"): 1}
 

@@ -19,7 +19,7 @@ def test_a_blind_write_that_races_the_creation_of_its_document_overwrites_it(sto
         try:
             with other._tx() as cur:
                 cur.execute(other.q.insert_doc, {"db": "notes", "id": "n", "rev": "1-0000000000000001",
-                                                 "body": '{"v": "creator"}', "deleted": 0})
+                                                 "body": '{"v": "creator"}', "deleted": 0, "at": 1})
                 holding.set()
                 release.wait(30)
         except BaseException as exc:  # noqa: BLE001 - reported below

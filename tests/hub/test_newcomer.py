@@ -112,7 +112,7 @@ def test_the_version_and_the_hubs_first_lines(sh, tmp_path):
     try:
         said = "".join(hub.stderr)
         assert "skyhub: note: the vault has no key yet; everything runs, but credentials" in said
-        assert "ticks sweep every 30s, vault every 1m, publish every 30s" in said  # intervals with their units
+        assert "ticks sweep every 30s, sample every 1m, vault every 1m, publish every 30s" in said  # intervals with their units
     finally:
         hub.stop()
 

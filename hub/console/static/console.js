@@ -139,6 +139,69 @@
   const summary = document.getElementById("error-summary");
   if (summary) summary.setAttribute("tabindex", "-1"), summary.focus();
 
+  // Times (the contract of hub/console/web.py when()): every <time datetime="ISO UTC"> is shown in the
+  // zone of <html data-zone="Area/City"> when the server set one, else in the browser's; <time data-ago>
+  // also says how long ago, kept fresh. The UTC text the server wrote stays in the title.
+  const root = document.documentElement;
+  root.classList.add("js");
+  const formats = {};
+  function formatter(zone) {
+    const key = zone || "";
+    if (!formats[key]) {
+      const options = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit",
+                        hourCycle: "h23", timeZoneName: "short" };
+      if (zone) options.timeZone = zone;
+      try { formats[key] = new Intl.DateTimeFormat("en-GB", options); }
+      catch (e) { formats[key] = zone ? formatter("") : null; }  // a zone the browser does not know: the browser's own
+    }
+    return formats[key];
+  }
+  function local(date) {
+    const f = formatter(root.dataset.zone || "");
+    if (!f) return null;
+    const p = {};
+    f.formatToParts(date).forEach(function (part) { p[part.type] = part.value; });
+    return p.year + "-" + p.month + "-" + p.day + " " + p.hour + ":" + p.minute + ":" + p.second + " " + (p.timeZoneName || "");
+  }
+  function ago(ms) {
+    let s = Math.round((Date.now() - ms) / 1000);
+    const future = s < 0; s = Math.abs(s);
+    const text = s < 60 ? s + " s" : s < 3600 ? Math.floor(s / 60) + " min" : s < 172800 ? Math.floor(s / 3600) + " h" : Math.floor(s / 86400) + " d";
+    return future ? "in " + text : text + " ago";
+  }
+  function times(scope) {
+    (scope || document).querySelectorAll("time[datetime]").forEach(function (el) {
+      const date = new Date(el.getAttribute("datetime"));
+      if (isNaN(date.getTime())) return;
+      if (!el.dataset.shown) {
+        el.dataset.shown = local(date) || el.textContent;
+        el.title = el.dataset.shown + " (" + (el.dataset.ms || date.getTime()) + ")";
+      }
+      const how = el.getAttribute("data-ago");
+      const text = how === "only" ? ago(date.getTime()) : how !== null ? el.dataset.shown + " (" + ago(date.getTime()) + ")" : el.dataset.shown;
+      if (el.textContent !== text) el.textContent = text;
+    });
+  }
+  times(document);
+  setInterval(function () { times(document); }, 1000);
+  window.skyhubTimes = times;  // for a product's own script
+
+  // Moves that destroy (cancel, dismiss, delete): without a script the form's required "Yes" box asks;
+  // with one, the box is hidden and a dialog asks instead (the box is ticked when the person says yes).
+  function confirms(scope) {
+    (scope || document).querySelectorAll("form[data-confirm]").forEach(function (form) {
+      if (form.dataset.armed) return;
+      form.dataset.armed = "1";
+      const box = form.querySelector("input[name=confirm]");
+      if (box) box.required = false;
+      form.addEventListener("submit", function (e) {
+        if (!window.confirm(form.dataset.confirm)) { e.preventDefault(); return; }
+        if (box) box.checked = true;
+      });
+    });
+  }
+  confirms(document);
+
   if (body.dataset.live !== "on" || !window.EventSource) return;
   let inFlight = false, again = false, timer = null;
 
@@ -158,6 +221,7 @@
           if (!old || old.innerHTML === region.innerHTML) return;
           const active = document.activeElement && old.contains(document.activeElement) ? document.activeElement.id : null;
           old.innerHTML = region.innerHTML;
+          times(old); confirms(old);
           old.classList.remove("updated"); void old.offsetWidth; old.classList.add("updated");
           if (active) { const el = document.getElementById(active); if (el) el.focus(); }
         });
