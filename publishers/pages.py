@@ -162,7 +162,11 @@ def publish_pages(pages: Pages) -> list[Route]:
         @pages.page
         async def act(request: Request) -> Response:
             session = await pages.session(request)
-            doc_id = (await pages.form(request, session)).get("id", "")
+            fields = await pages.form(request, session)
+            doc_id = fields.get("id", "")
+            if verb == "cancel" and fields.get("confirm") != "yes":  # a cancel ends the post: asked first, as on every page
+                return pages.error(request, session, 400, f"cancelling {doc_id} needs confirming: go back, tick the "  # type: ignore[no-any-return]
+                                   "\u201cYes\u201d box next to the button, then press it again")
             try:
                 await pages.run(move_fn, pages.ledger(session.actor), doc_id)
             except LedgerError as exc:

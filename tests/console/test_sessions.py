@@ -113,9 +113,13 @@ def test_retry_and_cancel_where_the_machine_allows(hub, console):
     assert console.post("/console/publish/retry", {"id": "threads:29:f"}, form_page="/console/publish").status_code == 303
     retried = hub.admin.get("requests", "threads:29:f")
     assert retried["status"] == "pending" and retried["attempts"] == 0 and "lastError" not in retried
-    assert console.post("/console/publish/cancel", {"id": "threads:29:w"}, form_page="/console/publish").status_code == 303
+    unasked = console.post("/console/publish/cancel", {"id": "threads:29:w"}, form_page="/console/publish")
+    assert unasked.status_code == 400 and "cancelling threads:29:w needs confirming" in unasked.text
+    assert hub.admin.get("requests", "threads:29:w")["status"] == "pending"  # a cancel not confirmed writes nothing
+    assert 'data-confirm="Cancel threads:29:w? This cannot be undone."' in page
+    assert console.post("/console/publish/cancel", {"id": "threads:29:w", "confirm": "yes"}, form_page="/console/publish").status_code == 303
     assert hub.admin.get("requests", "threads:29:w")["status"] == "cancelled"
-    again = console.post("/console/publish/cancel", {"id": "threads:29:w"}, form_page="/console/publish")
+    again = console.post("/console/publish/cancel", {"id": "threads:29:w", "confirm": "yes"}, form_page="/console/publish")
     assert again.status_code == 422 and "only a post that is draft, in-review, approved or pending can be moved to cancelled" in again.text
     assert hub.admin.history("requests", "threads:29:f")[-1].actor == "user:ana"
 
