@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from typing import Any, cast
@@ -246,24 +247,31 @@ def db_changes(state: State, since: int, limit: int, follow: bool, as_json: bool
 @click.option("--key", help="The value of --field to match (a string).")
 @click.option("--error", "error", help="Words of lastError (any case), or a group's fp:... from `skyhub errors`.")
 @click.option("--dry-run", is_flag=True, help="Write nothing: print the count, a sample and the warnings.")
+@click.option("--expect", metavar="DIGEST", help="Act only if the same documents are selected as when a dry run printed DIGEST.")
 @as_option
 @json_option
 @click.pass_obj
 def db_bulk(state: State, action: str, dbname: str, status: str | None, kind: str | None, field: str | None, key: str | None,
-            error: str | None, dry_run: bool, as_actor: str | None, as_json: bool) -> None:
+            error: str | None, dry_run: bool, expect: str | None, as_actor: str | None, as_json: bool) -> None:
     """Retry, cancel or dismiss every document a filter selects, through each machine's person move, as you.
 
     Each document is written with the revision it was read at; one the machine refuses, or that changed
     meanwhile, is listed and left as it is. The action is recorded in the audit database. Exit 0 once
     the action ran, whatever it refused (the output counts and lists the refusals).
 
+    A dry run prints the selection's digest; `--expect DIGEST` then acts only on that same selection
+    (if documents came or went meanwhile, nothing is written and the command exits 3, a conflict, with the new count).
+
     Example: skyhub db bulk retry --db jobs --status failed --dry-run
     """
+    from ledger import Conflict
     from ledger.bulk import Filter
 
+    if expect is not None and not re.fullmatch(r"[0-9a-f]{16}", expect):
+        raise click.UsageError(f"--expect takes the 16-character digest a dry run printed, not {expect[:40]!r}")
     flt = Filter(status=status, kind=kind, field=field, key=key, error=error)
     if state.remote:
-        body = {"action": action, **flt.as_dict(), "dry_run": dry_run}
+        body = {"action": action, **flt.as_dict(), "dry_run": dry_run, **({"expect": expect} if expect else {})}
         out = cast(Any, state.store).request("POST", f"/v1/db/{dbname}/bulk", json=body)
     else:
         from ledger import Ledger
@@ -274,7 +282,10 @@ def db_bulk(state: State, action: str, dbname: str, status: str | None, kind: st
         actor = _actor(state, as_actor)
         store = state.local_store("skyhub db bulk")
         out = bulk(Ledger(store, actor, state.clock), getattr(store, "rules", None) or build_rules(), dbname, action, flt,
-                   dry_run=dry_run).as_dict()
+                   dry_run=dry_run, expect=expect).as_dict()
+    if out.get("changed"):
+        raise Conflict(f"the selection changed since digest {expect}: {out['matched']:,} documents match now (digest "
+                       f"{out['digest']}); nothing was written: look again with --dry-run")
     for w in out["warnings"]:
         click.echo(f"skyhub: warning: {w['id']}: {w['warning']}" if w["id"] else f"skyhub: warning: {w['warning']}", err=True)
     if as_json:
@@ -284,7 +295,8 @@ def db_bulk(state: State, action: str, dbname: str, status: str | None, kind: st
     verb = "would move" if out["dryRun"] else "moved"
     click.echo(f"{action} {dbname} ({shown}): {out['matched']:,} matched, {verb} {out['written']:,}, "
                f"refused {out['refused']:,} ({out['conflicts']:,} changed meanwhile)"
-               + (f"; recorded as audit/{out['audit']}" if out.get("audit") else ""))
+               + (f"; recorded as audit/{out['audit']}" if out.get("audit") else "")
+               + (f"; digest {out['digest']} (to act on exactly these: --expect {out['digest']})" if out["dryRun"] and out.get("digest") else ""))
     if out["dryRun"] and out["sample"]:
         click.echo(table(["id", "status", "error"], [[cell(s["id"]), cell(s["status"]), cell(s["error"], 80)] for s in out["sample"]]))
     if out["refusals"]:

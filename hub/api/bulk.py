@@ -25,6 +25,9 @@ class BulkIn(BaseModel):  # noqa: D101 - a docstring would become its descriptio
     key: str | None = Field(None, max_length=512)
     error: str | None = Field(None, max_length=512, description="Words of lastError, or a group's fp:... (GET /v1/errors)")
     dry_run: bool = Field(False, description="Write nothing; say what would happen")
+    expect: str | None = Field(None, pattern="^[0-9a-f]{16}$", description=(
+        "The digest a dry run answered: act only if the filter selects the same documents now; otherwise nothing "
+        "is written and the answer says changed: true, with the new count, sample and digest"))
 
 
 def bulk_router(store: Store, rules: Rules, private: Mapping[str, str], clock: Clock, run: Run) -> APIRouter:
@@ -37,6 +40,6 @@ def bulk_router(store: Store, rules: Rules, private: Mapping[str, str], clock: C
         if db == AUTH_DB or db in private:
             raise Forbidden(f"database {db!r} is not reachable through the API")
         flt = Filter(status=body.status, kind=body.kind, field=body.field, key=body.key, error=body.error)
-        return bulk(Ledger(store, who.actor, clock), rules, db, body.action, flt, dry_run=body.dry_run).as_dict()
+        return bulk(Ledger(store, who.actor, clock), rules, db, body.action, flt, dry_run=body.dry_run, expect=body.expect).as_dict()
 
     return router

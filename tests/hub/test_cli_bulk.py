@@ -36,7 +36,15 @@ def _operate(run) -> None:  # noqa: ANN001
     assert dry.returncode == 0, dry.stderr
     assert (json.loads(dry.stdout)["matched"], json.loads(dry.stdout)["audit"]) == (4, None)
 
-    done = run("db", "bulk", "retry", "--db", "jobs", "--status", "failed", "--error", fp, "--json")
+    stale = run("db", "bulk", "retry", "--db", "jobs", "--status", "failed", "--error", fp, "--expect", "0" * 16)  # not this set
+    assert stale.returncode == 3 and stale.stderr.strip().count("\n") == 0, stale.stderr
+    assert f"4 documents match now (digest {json.loads(dry.stdout)['digest']}); nothing was written" in stale.stderr
+    assert json.loads(run("errors", "--db", "jobs", "--json").stdout)[0]["count"] == 4  # nothing moved
+    bad_digest = run("db", "bulk", "retry", "--db", "jobs", "--expect", "nope")
+    assert bad_digest.returncode == 2 and "--expect takes the 16-character digest" in bad_digest.stderr
+
+    done = run("db", "bulk", "retry", "--db", "jobs", "--status", "failed", "--error", fp, "--json",
+               "--expect", json.loads(dry.stdout)["digest"])
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert (out["written"], out["refused"], sorted(out["ids"])) == (4, 0, [f"job-{i}" for i in range(4)]) and out["audit"]
