@@ -68,14 +68,24 @@ def _iso_ms(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def when(ms: Any, ago: bool = False, brief: bool = False) -> Markup:
+def ago_text(ms: int, now: int) -> str:
+    """How long before ``now`` (epoch ms) ``ms`` was, as people say it: ``12 s ago``, ``5 min ago``, ``3 h ago``, ``2 d ago``."""
+    s = max(0, (now - ms) // 1000)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{s // size} {unit} ago"
+    return f"{s} s ago"
+
+
+def when(ms: Any, ago: bool = False, brief: bool = False, now: int | None = None) -> Markup:
     """A time on a page: ``<time datetime="ISO-8601 UTC" [data-ago]>UTC text</time>``.
 
     The contract with ``static/console.js``: the script rewrites the text of every ``<time datetime>``
     in the zone of ``<html data-zone="Area/City">`` when the server set one, else in the browser's,
     and, with ``data-ago``, adds how long ago ("12 s ago", "3 h ago"), kept fresh while the page is
     open and after a live refresh swaps a region; ``brief`` (``data-ago="only"``) shows only how long
-    ago, for a narrow column, the full time in the title. Without the script the UTC text stays. The
+    ago, for a narrow column, the full time in the title (given the page's ``now``, its text says how
+    long ago already, as the script would). Without the script the UTC text stays. The
     epoch value is kept in ``data-ms`` and in the title, so nothing is lost. Not a time (None, 0, text,
     a boolean): empty; an epoch that is not a date (out of range): the number as text.
     """
@@ -86,7 +96,7 @@ def when(ms: Any, ago: bool = False, brief: bool = False) -> Markup:
     except (OverflowError, OSError, ValueError):
         return Markup(escape(str(ms)))
     mark = Markup(' data-ago="only"') if brief else Markup(" data-ago") if ago else ""
-    shown = text[11:] if brief else text
+    shown = (ago_text(int(ms), now) if now else text[11:]) if brief else text
     return Markup('<time datetime="{}" data-ms="{}" title="{} ({})"{}>{}</time>').format(stamp, int(ms), text, int(ms), mark, shown)
 
 
@@ -227,7 +237,7 @@ class Console:
         except Exception:  # noqa: BLE001 - a page still renders when the head cannot be read
             seq = 0
         values.setdefault("flash", request.query_params.get("done", ""))
-        values.setdefault("zone", session.zone if session else None)  # <html data-zone>: the person's zone
+        values.setdefault("zone", session.zone if session and session.zone_from != "default" else None)  # <html data-zone>: the zone chosen or the browser's cookie; none yet: the script uses the browser's
         html = self.env.get_template(name).render(session=session, seq=seq, current=request.url.path, **values)
         return HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
 

@@ -80,7 +80,7 @@ def _cancel_asks_first(hub: Hub, console: Console) -> None:
     page = console.http.get(url).text
     form = re.search(r'<form method="post" action="/console/move" class="inline confirm" data-confirm="([^"]+)">(.*?)</form>', page, re.S)
     assert form, "the cancel form is not a confirming one"
-    assert form.group(1) == "Move to cancelled nightly? This cannot be undone."
+    assert form.group(1) == "Cancel nightly? This cannot be undone."  # the move by its name in the machine
     assert 'name="confirm" value="yes" required' in form.group(2) and 'class="danger"' in form.group(2)
     rev = hub.admin.get("jobs", "nightly")["_rev"]
     fields = {"db": "jobs", "id": "nightly", "rev": rev, "to": "cancelled"}

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from hub.app import build_rules
+from hub.auth import set_zone
 from hub.console.web import doc_url
 from ledger import SYSTEM, FakeClock, open_store
 from publishers.remote import publish_queue
@@ -27,15 +28,6 @@ from tests.publishers.photos import photo
 pytestmark = pytest.mark.browser
 ZONE = "Asia/Tokyo"  # UTC+9 all year: the shown time cannot be the UTC one by accident
 CAROUSEL_AT = 1_764_680_400_000  # 2025-12-02 13:00:00 UTC, 22:00:00 in Tokyo
-
-
-def _with_zone(route: Any) -> None:
-    """The page as a hub that knows the person's zone serves it: ``<html lang="en" data-zone="Asia/Tokyo">``."""
-    response = route.fetch(max_redirects=0)
-    body = response.text()
-    if "text/html" in (response.headers.get("content-type") or ""):
-        body = body.replace('<html lang="en">', f'<html lang="en" data-zone="{ZONE}">', 1)
-    route.fulfill(response=response, body=body)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +57,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
                 store.put("tasks", {"kind": "task", "status": "failed", "lastError": f"boom {i}"}, f"t{i:03d}", actor="admin")
         finally:
             store.close()
-        yield SimpleNamespace(hub=hub, images=images, post=post["_id"], token=hub.token("maya"))
+        token = hub.token("maya")
+        set_zone(hub.admin, "maya", ZONE, clock=SYSTEM)  # the person's zone, as `skyhub user zone maya Asia/Tokyo` keeps it
+        yield SimpleNamespace(hub=hub, images=images, post=post["_id"], token=token)
     finally:
         hub.stop()
         images.stop()
@@ -78,7 +72,6 @@ def test_the_document_page_reads_well_and_cancel_asks_first(browser, world, size
     p = tab.page
     try:
         tab.sign_in(world.token)
-        p.route(hub.url + "/console/doc/**", _with_zone)
         p.goto(hub.url + doc_url("requests", world.post))
         tokyo = datetime.fromtimestamp(CAROUSEL_AT / 1000, tz=UTC).astimezone(ZoneInfo(ZONE)).strftime("%Y-%m-%d %H:%M:%S")
         shown = p.locator('#fields time[datetime="2025-12-02T13:00:00.000Z"]')
@@ -119,10 +112,10 @@ def test_the_document_page_reads_well_and_cancel_asks_first(browser, world, size
 
         p.once("dialog", dismiss)
         button = p.locator("form.confirm button.danger")
-        assert button.inner_text() == "Move to cancelled"
+        assert button.inner_text() == "Cancel"
         assert not p.locator("form.confirm input[name=confirm]").is_visible()  # with a script: the dialog asks, not the box
         button.click()
-        assert asked == [f"Move to cancelled {job}? This cannot be undone."]
+        assert asked == [f"Cancel {job}? This cannot be undone."]
         assert hub.admin.get("jobs", job)["status"] == "pending"  # said no: nothing written
         p.once("dialog", lambda dialog: dialog.accept())
         button.click()
