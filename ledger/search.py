@@ -88,13 +88,13 @@ def _successor(text: str) -> str:
 
 # ---- the statements -------------------------------------------------------------------------
 # A page is the first ``n`` ids after ``after`` of each kind of match (each read in id order and cut
-# at ``n``), merged: never every match sorted. The number of matches is counted first, up to
-# COUNT_CAP + 1, as the id-prefix hits plus the text hits outside the prefix's range (so that a
-# document found both ways is one hit, without a UNION of every match). That number picks how the
-# text's page is read (``dense``):
-# - few matches (COUNT_CAP or fewer): from the index, their ids, sorted ("sparse");
+# at ``n``), merged: never every match sorted. The matches are counted first, each kind up to
+# COUNT_CAP + 1: the id-prefix hits, and the text hits outside the prefix's range (so that a
+# document found both ways is one hit, without a UNION of every match). The text's number picks
+# how its page is read:
+# - COUNT_CAP or fewer: from the index, their ids, sorted (``page``);
 # - more: the database's ids in order, each checked against the index, until the page is full
-#   (at least 1 in 10 documents match, so that is a few hundred ids read, not every match sorted).
+#   (``page_dense``: many match, so that is a few hundred ids read, not every match sorted).
 # Measured in docs/benchmarks.md ("Search"): a word in every one of 100,000 documents.
 _TEXT = {
     # the full-text table first (its rowids), then their ids: the other way round, SQLite looked up the
@@ -149,10 +149,12 @@ def search_sql(dialect: Dialect, words: bool) -> SearchSQL:
         return ("WITH hits AS (" + hits + ") SELECT d.id, d.rev, {body} FROM (SELECT id FROM hits "
                 "ORDER BY id" + order + " LIMIT :n) h CROSS JOIN docs d WHERE d.db = :db AND d.id = h.id ORDER BY h.id" + order)
 
-    count = "SELECT (SELECT COUNT(*) FROM (" + _PREFIX[name] + " LIMIT :cap) AS a)"
-    if words:
+    count = "SELECT (SELECT COUNT(*) FROM (" + _PREFIX[name] + " LIMIT :cap) AS a), "
+    if words:  # the text's matches apart: their number alone says how dense they are
         outside = f" AND NOT (id{order} >= :prefix AND id{order} < :prefix_end)"
-        count += " + (SELECT COUNT(*) FROM (" + _TEXT[name] + outside + " LIMIT :cap) AS t)"
+        count += "(SELECT COUNT(*) FROM (" + _TEXT[name] + outside + " LIMIT :cap) AS t)"
+    else:
+        count += "0"
     text, dense = (_TEXT[name], _TEXT_DENSE[name]) if words else (None, None)
     return SearchSQL(dialect.compile(count), dialect.compile(page(text, sparse=True)), dialect.compile(page(dense)))
 
