@@ -87,15 +87,33 @@ def _successor(text: str) -> str:
 
 
 # ---- the statements -------------------------------------------------------------------------
-# The matches of both kinds (UNION: a document that matches both is one hit), then a page of
-# them in id order (byte order on both backends) and their number up to COUNT_CAP + 1.
+# A page is the first ``n`` ids after ``after`` of each kind of match (each read in id order and cut
+# at ``n``), merged: never every match sorted. The matches are counted first, each kind up to
+# COUNT_CAP + 1: the id-prefix hits, and the text hits outside the prefix's range (so that a
+# document found both ways is one hit, without a UNION of every match). The text's number picks
+# how its page is read:
+# - COUNT_CAP or fewer: from the index, their ids, sorted (``page``);
+# - more: the database's ids in order, each checked against the index, until the page is full
+#   (``page_dense``: many match, so that is a few hundred ids read, not every match sorted).
+# Measured in docs/benchmarks.md ("Search"): a word in every one of 100,000 documents.
 _TEXT = {
     # the full-text table first (its rowids), then their ids: the other way round, SQLite looked up the
     # whole database's keys and asked the index once for each (157 ms at 5,000 documents)
-    "sqlite": "SELECT k.id AS id FROM doc_search_keys k WHERE k.k IN (SELECT rowid FROM doc_search WHERE doc_search MATCH :match) "
-              "AND +k.db = :db",  # "+": not by the db index, which would read every key of the database
+    # (CROSS JOIN: in that order, the matches streamed, not first copied into a list; "+": not by the db
+    # index, which would read every key of the database)
+    "sqlite": "SELECT k.id AS id FROM doc_search CROSS JOIN doc_search_keys k WHERE doc_search MATCH :match "
+              "AND k.k = doc_search.rowid AND +k.db = :db",
     "postgres": "SELECT id FROM docs WHERE db = :db AND deleted = 0 "
                 "AND to_tsvector('simple', skyhub_search_text(body)) @@ to_tsquery('simple', :match)",
+}
+_TEXT_DENSE = {
+    # the database's keys in id order (its index), each looked up in the matches' rowids (one list, built once)
+    "sqlite": "SELECT k.id AS id FROM doc_search_keys k WHERE k.db = :db "
+              "AND +k.k IN (SELECT rowid FROM doc_search WHERE doc_search MATCH :match)",
+    # the ids in byte order (docs_by_id_bytes), each document's text checked: "|| ''" keeps the planner
+    # off the GIN index, which would give every match to be sorted
+    "postgres": "SELECT id FROM docs WHERE db = :db AND deleted = 0 "
+                "AND to_tsvector('simple', skyhub_search_text(body) || '') @@ to_tsquery('simple', :match)",
 }
 _PREFIX = {
     "sqlite": "SELECT id FROM docs WHERE db = :db AND id >= :prefix AND id < :prefix_end AND deleted = 0",
@@ -106,24 +124,39 @@ _BYTES = {"sqlite": "", "postgres": ' COLLATE "C"'}
 
 @dataclass(frozen=True)
 class SearchSQL:
-    """A search's two statements in one dialect: a page of documents and the number of matches."""
+    """A search's statements in one dialect: the number of matches, then a page (read one of two ways)."""
 
-    page: str
     count: str
+    page: str  # the text's matches from the index, sorted (few matches, or no words)
+    page_dense: str  # the ids in order, each checked (more than COUNT_CAP matches)
 
 
 def search_sql(dialect: Dialect, words: bool) -> SearchSQL:
     """The statements for a search with words (ids and text) or without (ids only)."""
-    hits = _PREFIX[dialect.name] + (" UNION " + _TEXT[dialect.name] if words else "")
-    order = _BYTES[dialect.name]
-    # the page's ids first, then their documents (CROSS JOIN: SQLite keeps that order); every hit is a
-    # live document already (the prefix reads only those, the text index holds only those)
-    page = (
-        "WITH hits AS (" + hits + ") SELECT d.id, d.rev, {body} FROM (SELECT id FROM hits WHERE id" + order + " > :after "
-        "ORDER BY id" + order + " LIMIT :n) h CROSS JOIN docs d WHERE d.db = :db AND d.id = h.id ORDER BY h.id" + order
-    )
-    count = "WITH hits AS (" + hits + ") SELECT COUNT(*) FROM (SELECT 1 FROM hits LIMIT :cap) c"
-    return SearchSQL(dialect.compile(page), dialect.compile(count))
+    name, order = dialect.name, _BYTES[dialect.name]
+
+    def first(hits: str, every: bool = False) -> str:  # the first :n of some matches after :after, in id order
+        if every:  # PostgreSQL: all of them from the GIN index, then sorted. "OFFSET 0" plans them apart from the
+            # ORDER BY ... LIMIT, which drew the planner to walk the ids in order and check each document
+            # (100,274 buffers for a word found once in 100,000 documents; the index reads 340)
+            hits = f"SELECT id FROM ({hits} AND id{order} > :after OFFSET 0) AS every WHERE TRUE"
+        return f"SELECT id FROM ({hits} AND id{order} > :after ORDER BY id{order} LIMIT :n) AS f"
+
+    def page(text: str | None, sparse: bool = False) -> str:
+        hits = first(_PREFIX[name]) + (" UNION " + first(text, sparse and name == "postgres") if text else "")
+        # the page's ids first, then their documents (CROSS JOIN: SQLite keeps that order); every hit is a
+        # live document already (the prefix reads only those, the text index holds only those)
+        return ("WITH hits AS (" + hits + ") SELECT d.id, d.rev, {body} FROM (SELECT id FROM hits "
+                "ORDER BY id" + order + " LIMIT :n) h CROSS JOIN docs d WHERE d.db = :db AND d.id = h.id ORDER BY h.id" + order)
+
+    count = "SELECT (SELECT COUNT(*) FROM (" + _PREFIX[name] + " LIMIT :cap) AS a), "
+    if words:  # the text's matches apart: their number alone says how dense they are
+        outside = f" AND NOT (id{order} >= :prefix AND id{order} < :prefix_end)"
+        count += "(SELECT COUNT(*) FROM (" + _TEXT[name] + outside + " LIMIT :cap) AS t)"
+    else:
+        count += "0"
+    text, dense = (_TEXT[name], _TEXT_DENSE[name]) if words else (None, None)
+    return SearchSQL(dialect.compile(count), dialect.compile(page(text, sparse=True)), dialect.compile(page(dense)))
 
 
 def search_args(db: str, search: Search, dialect: Dialect) -> dict[str, object]:

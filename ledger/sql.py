@@ -450,13 +450,11 @@ class SQLStore:
             sql = self._search_sql[bool(found.words)] = search_sql(self.dialect, bool(found.words))
         args = {**search_args(db, found, self.dialect), "after": check_cursor(after), "n": limit + 1}
         with self._op() as cur:
-            cur.execute(sql.page, args)
+            cur.execute(sql.count, args)  # bounded (COUNT_CAP + 1 each), and it picks how the page is read
+            by_id, by_text = (int(n) for n in cur.fetchone())
+            total = by_id + by_text
+            cur.execute(sql.page_dense if by_text > COUNT_CAP else sql.page, args)
             rows = cur.fetchall()
-            if after is None and len(rows) <= limit:
-                total = len(rows)  # the first page holds them all: nothing more to count
-            else:
-                cur.execute(sql.count, args)
-                total = int(cur.fetchone()[0])
         if not rows and after is None and not self.has_db(db):
             raise NotFound(no_database(db))
         docs = [with_meta(decode(b), i, r) for i, r, b in rows[:limit]]

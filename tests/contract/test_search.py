@@ -93,6 +93,37 @@ def test_a_total_past_the_cap_says_so(store, monkeypatch):
     assert COUNT_CAP == 10_000
 
 
+def test_past_the_cap_the_pages_are_the_same_ids_in_the_same_order(store, monkeypatch):
+    """Past COUNT_CAP the page is read another way (the ids in order, each checked): what it shows may not change."""
+    import ledger.search
+
+    for i in range(30):  # ids that match by prefix, by text, by both, and neither, written out of order
+        doc_id = f"boom-{(i * 7) % 30:02d}" if i % 3 else f"job-{(i * 11) % 30:02d}"
+        store.put("tasks", {"lastError": "boom at step" if i % 4 else "quiet"}, doc_id, actor="user:ana")
+    store.put("other", {"lastError": "boom elsewhere"}, "boom-99", actor="user:ana")
+    gone = store.put("tasks", {"lastError": "boom deleted"}, "boom-50", actor="user:ana")
+    store.delete("tasks", "boom-50", actor="user:ana", if_rev=gone["_rev"])
+
+    def pages(text):
+        seen, after = [], None
+        while True:
+            page = store.search("tasks", text, limit=4, after=after)
+            seen.append((ids(page), page.capped))
+            if page.next is None:
+                return seen
+            after = page.next
+
+    few = {text: pages(text) for text in ("boom", "boom step", "job-")}
+    monkeypatch.setattr(ledger.search, "COUNT_CAP", 3)
+    monkeypatch.setattr("ledger.sql.COUNT_CAP", 3)
+    for text, expected in few.items():
+        got = pages(text)
+        assert [p for p, _ in got] == [p for p, _ in expected], text
+        assert all(capped for _, capped in got) and not any(capped for _, capped in expected)
+    every = [i for p, _ in few["boom"] for i in p]
+    assert every == sorted(every) and "boom-99" not in every and "boom-50" not in every and len(every) == len(set(every))
+
+
 @pytest.mark.parametrize("text, says", [
     ("", "at least one character"), ("   ", "at least one character"), ("x" * (QUERY_MAX + 1), f"at most {QUERY_MAX}"),
     ("a b c d e f g h i", "at most 8 words"), ("nul\x00", "without NUL"),
