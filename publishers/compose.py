@@ -344,10 +344,10 @@ def compose_pages(pages: Pages) -> list[Route]:
 
     @pages.page
     async def compose_page(request: Request) -> Response:
-        """A new post, or (``/compose/{post}``) a saved one to edit; ``?tz=`` the zone its times are shown in."""
+        """A new post, or (``/compose/{post}``) a saved one to edit; its times in ``?tz=``, else the person's zone."""
         session = await pages.session(request)
         slug = request.path_params.get("post")
-        tz = request.query_params.get("tz", "UTC")
+        tz = request.query_params.get("tz") or session.zone
         if not slug:
             return await show(request, session, ComposeForm(tz=tz), {})
         try:

@@ -287,3 +287,20 @@ def test_a_post_of_one_network_is_shown_with_why_it_is_not_edited_here(world: Wo
     page = html.unescape(c.http.get(f"/console/publish/compose/bsky:{SHOP}:solo").text)
     assert "was queued for one network on the Publishing page" in page and buttons(page) == []
     assert ">Hello</textarea>" in page  # its content, shown
+
+
+def test_the_form_takes_and_shows_times_in_the_persons_zone_not_the_browsers(world: World) -> None:
+    from hub.auth import set_zone
+
+    set_zone(world.hub.admin, "ed", "America/New_York", clock=world.hub.clock)
+    ed = world.console("ed")
+    page = ed.http.get("/console/publish/compose").text  # without it the browser's zone (console.js) would be filled in
+    assert 'id="tz" name="tz" value="America/New_York"' in page
+    form = {k: v for k, v in post_form(at="2099-06-01T09:30").items() if k != "tz"}
+    form["tz"] = re.search(r'id="tz" name="tz" value="([^"]*)"', page).group(1)  # as the browser sends the page's value
+    assert compose(ed, form).status_code == 303
+    assert {d["at"] for d in world.variants("spring").values()} == {"2099-06-01T09:30:00-04:00"}
+    edit = ed.http.get("/console/publish/compose/spring").text  # the saved time, back in the person's zone
+    assert 'id="at" name="at" value="2099-06-01T09:30"' in edit and 'value="America/New_York"' in edit
+    assert 'value="2099-06-01T09:30"' in ed.http.get("/console/publish/compose/spring?tz=America/New_York").text
+    assert 'value="2099-06-01T13:30"' in ed.http.get("/console/publish/compose/spring?tz=UTC").text
