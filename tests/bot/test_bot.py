@@ -612,8 +612,7 @@ def test_the_reply_never_posts_a_url_it_has_not_seen_answer(env, url, words):
     assert create.call_count == 0
 
 
-@respx.mock(assert_all_called=False)
-def test_replies_wait_while_the_bots_account_or_bluesky_is_paused_and_touch_nothing(env):
+def test_replies_wait_while_the_bots_account_or_bluesky_is_paused_and_touch_nothing(env, respx_mock):
     """An operator pausing ``bsky:HANDLE`` (or ``bsky``) stops the bot's replies too: the reply
     tick writes nothing, calls nothing and counts the waiting replies as ``paused``."""
     from bot.reply import reply
@@ -623,7 +622,7 @@ def test_replies_wait_while_the_bots_account_or_bluesky_is_paused_and_touch_noth
     from ledger.scheduler import TickEvent
 
     before = env.store.get("requests", built(env))
-    calls = respx.route(host="pds.test").mock(return_value=httpx.Response(500))
+    calls = respx_mock.route(host="pds.test").mock(return_value=httpx.Response(500))  # this test's router only
     operator = Ledger(env.store, "user:ana", env.clock)
     ctx = Context(db=Ledger(env.store, "tick:reply", env.clock), clock=env.clock, name="reply",
                   settings=BotSettings(handle="skybot.test"))
