@@ -76,3 +76,14 @@ def browser() -> Iterator[Any]:
         b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield b
         b.close()
+
+
+def signed_in(hub: Hub, name: str) -> Iterator[tuple[Hub, Console]]:
+    """A fixture's body: ``hub`` with a console signed in as ``name``, both stopped afterwards."""
+    console = Console(hub.url)
+    try:
+        console.sign_in(hub.token(name))
+        yield hub, console
+    finally:
+        console.close()
+        hub.stop()

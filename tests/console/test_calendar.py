@@ -17,7 +17,7 @@ from publishers.queue import PostIn, VariantIn, submit_post
 from publishers.settings import PublishSettings
 from skyhub_testkit.hub import Hub
 
-from .conftest import Console
+from .conftest import Console, signed_in
 
 SHOP = "shop.bsky.social"
 THREADS = "2900000000000001"
@@ -43,13 +43,7 @@ def draft(hub: Hub, slug: str, at: str, caption: str = "Winter sale starts") -> 
 @pytest.fixture
 def planner(tmp_path: Path, key_text: str) -> Iterator[tuple[Hub, Console]]:
     hub = Hub(f"sqlite:///{tmp_path}/skyhub.db", tmp_path, jobs=False, env={"SKYHUB_VAULT_KEY": key_text})
-    console = Console(hub.url)
-    try:
-        console.sign_in(hub.token("maya"))
-        yield hub, console
-    finally:
-        console.close()
-        hub.stop()
+    yield from signed_in(hub, "maya")
 
 
 def _entry(page: str, slug: str) -> str:

@@ -14,7 +14,7 @@ from publishers.listing import by_time
 from skyhub_testkit.hub import Hub
 from tests.publishers.test_import import rows
 
-from .conftest import Console
+from .conftest import Console, signed_in
 
 IMPORT = "/console/publish/import"
 
@@ -24,13 +24,7 @@ def shop(tmp_path: Path, key_text: str) -> Iterator[tuple[Hub, Console]]:
     hub = Hub(f"sqlite:///{tmp_path}/skyhub.db", tmp_path, jobs=False, env={
         "SKYHUB_VAULT_KEY": key_text, "SKYHUB_PUBLISH__ACCOUNTS__IG": "17841400000000000",
         "SKYHUB_PUBLISH__ACCOUNTS__THREADS": "2900000000000001", "SKYHUB_PUBLISH__EVERY": "1h"})
-    console = Console(hub.url)
-    try:
-        console.sign_in(hub.token("maya"))
-        yield hub, console
-    finally:
-        console.close()
-        hub.stop()
+    yield from signed_in(hub, "maya")
 
 
 def test_check_then_import(shop):
