@@ -11,6 +11,7 @@ leak in; the database is named with SKYHUB_DATABASE_URL, as the README documents
 from __future__ import annotations
 
 import os
+import pathlib
 import shutil
 import socket
 import statistics
@@ -38,7 +39,9 @@ def sandbox() -> Iterator[tuple[str, dict[str, str]]]:
     folder = tempfile.mkdtemp(prefix="skyhub-bench-proc-")
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("SKYHUB_")}
     env.update({"HOME": folder, "SKYHUB_DATABASE_URL": f"sqlite:///{folder}/hub.db", "SKYHUB_LOG_LEVEL": "WARNING"})
-    env.pop("PYTHONPATH", None)
+    # The skyhub measured is this checkout's, not whichever one the venv's editable install
+    # points at: a bench run from a worktree must time the worktree's code.
+    env["PYTHONPATH"] = str(pathlib.Path(__file__).resolve().parent.parent)
     try:
         yield folder, env
     finally:
