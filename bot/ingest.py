@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ledger import Conflict, Context, Ledger, NotFound, TickEvent
+from ledger import Conflict, Context, Doc, Ledger, LedgerError, NotFound, TickEvent, Write
 from platforms.bluesky import Bluesky
 
 from .guardrails import Guardrails
@@ -22,6 +22,7 @@ from .session import bluesky
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "ingest-checkpoint"
+WRITE_PAGE = 200  # new mentions written per transaction (on SQLite each commit also merges a search-index segment)
 
 
 def mention_id(uri: str) -> str:
@@ -114,9 +115,12 @@ class Ingester:
             fresh.sort(key=lambda n: (_ms(n.get("indexedAt")) or 0, n["uri"]))  # oldest first
             viewer = bsky.get_posts([n["uri"] for n in fresh])
             caps = Caps.count(self.db, self.guardrails, _day(now))
+            page: list[tuple[str, Doc, bool]] = []  # (id, document, counted toward the caps), written WRITE_PAGE at a time
             for note in fresh:
-                outcome = self._ingest(note, viewer.get(note["uri"], {}), bsky.did, caps)
-                counts[outcome] = counts.get(outcome, 0) + 1
+                page.append(self._judge(note, viewer.get(note["uri"], {}), bsky.did, caps))
+                if len(page) >= WRITE_PAGE:
+                    self._write(page, caps, counts)
+            self._write(page, caps, counts)
             log.info("ingest: %s", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         if newest:
             self._save_checkpoint(newest, counts)
@@ -130,7 +134,9 @@ class Ingester:
             return False
         return True
 
-    def _ingest(self, note: dict[str, Any], post: dict[str, Any], bot_did: str, caps: Caps) -> str:
+    def _judge(self, note: dict[str, Any], post: dict[str, Any], bot_did: str, caps: Caps) -> tuple[str, Doc, bool]:
+        """A new mention's document, ``pending-build`` or ``skipped`` by the guardrails: (id, document, whether it
+        was counted toward the caps; ``_write`` takes the count back if another ingest wrote it first)."""
         uri = note["uri"]
         doc_id = mention_id(uri)
         record = note.get("record", {})
@@ -163,13 +169,31 @@ class Ingester:
             doc["skipReason"] = reason
         else:
             doc["capDay"] = doc["day"]  # counts toward today's caps (an indexed field)
-        try:
-            self.db.put(DB, doc, doc_id, create_only=True)
-        except Conflict:
-            return "duplicate"  # another ingest got there first
-        if not reason:
-            caps.accept(doc["authorDid"])
-        return "skipped" if reason else "pending-build"
+            caps.accept(doc["authorDid"])  # now: the next mention of this page is judged with it counted
+        return doc_id, doc, not reason
+
+    def _write(self, page: list[tuple[str, Doc, bool]], caps: Caps, counts: dict[str, int]) -> None:
+        """Write a page of new mentions in one transaction (``create_only``: one another ingest wrote first is a
+        duplicate); count the outcomes; empty ``page``. Another refusal fails the pass (the checkpoint is not saved,
+        so the next pass writes what is missing)."""
+        if not page:
+            return
+        results = self.db.put_many(DB, [Write(doc, doc_id, create_only=True) for doc_id, doc, _ in page])
+        failed: LedgerError | None = None
+        for (_, doc, counted), result in zip(page, results, strict=True):
+            if isinstance(result, Conflict):
+                outcome = "duplicate"  # another ingest got there first
+                if counted:
+                    caps.release(doc["authorDid"])
+            elif isinstance(result, LedgerError):
+                failed = failed or result
+                continue
+            else:
+                outcome = str(doc["status"])
+            counts[outcome] = counts.get(outcome, 0) + 1
+        page.clear()
+        if failed is not None:
+            raise failed
 
     def _checkpoint(self) -> dict[str, Any]:
         try:
@@ -234,6 +258,12 @@ class Caps:
         self.queued += 1
         self.today_total += 1
         self.today_by_author[author] = self.today_by_author.get(author, 0) + 1
+
+    def release(self, author: str) -> None:
+        """Take back one ``accept`` (the build was not written: another ingest wrote that mention first)."""
+        self.queued -= 1
+        self.today_total -= 1
+        self.today_by_author[author] = self.today_by_author.get(author, 1) - 1
 
 
 def _count_upto(db: Ledger, status: str, bound: int) -> int:

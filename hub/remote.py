@@ -24,6 +24,7 @@ from ledger import BackendError, Change, Clock, Conflict, Forbidden, Invalid, Le
 from ledger.actor import parse_actor
 from ledger.document import check_db, check_id
 from ledger.errors import error_class
+from ledger.store import Write, Written, put_each
 
 from .auth import Unauthorized, canonical_hub, sign_request
 from .gate import RequestTimeout
@@ -176,6 +177,12 @@ class RemoteStore:
     def get(self, db: str, id: str) -> dict[str, Any]:
         """The document ``db``/``id`` from the hub; NotFound when there is none."""
         return self._request("GET", self._path(db, "docs", id))  # type: ignore[no-any-return]
+
+    def put_many(self, db: str, writes: Sequence[Write], *, actor: str | None = None) -> list[Written]:
+        """A batch of writes through the hub: one request per write (the API has no batch endpoint), so each
+        is its own transaction; the outcomes as a local store's ``put_many`` gives them."""
+        self._as(actor)
+        return put_each(self, db, writes, actor or self.actor)
 
     def put(self, db: str, doc: dict[str, Any], id: str | None = None, *, actor: str | None = None,
             if_rev: str | None = None, create_only: bool = False) -> dict[str, Any]:

@@ -42,6 +42,8 @@ from .store import (
     StatusCount,
     Store,
     TickRun,
+    Write,
+    Written,
 )
 
 __all__ = [
@@ -50,7 +52,7 @@ __all__ = [
     "Guard", "GuardContext", "Handler", "Index", "Interval", "Invalid", "InvalidMachine", "Ledger", "LedgerError",
     "Machine", "Metric", "Move", "VERBS", "NotFound", "Offered", "Readings", "Page", "Pages", "Policy", "Product", "Rules", "SYSTEM", "SearchPage", "Scheduler", "Secrets", "Section", "Services", "Web",
     "StatusCount", "Store",
-    "SystemClock", "Tick", "TickEvent", "TickRun", "TooLarge", "Usage", "attempts_left", "attempts_used_up", "claim",
+    "SystemClock", "Tick", "TickEvent", "TickRun", "TooLarge", "Write", "Written", "Usage", "attempts_left", "attempts_used_up", "claim",
     "deadletter_machine", "device", "fresh", "guard", "handler", "lease_expired", "open_store", "parse_interval",
     "renew", "same_claim", "started_over", "tick", "user",
 ]

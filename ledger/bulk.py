@@ -31,7 +31,7 @@ from .errors import Conflict, Forbidden, Invalid, LedgerError, NotFound, Usage
 from .fingerprint import matches
 from .machine import Machine, Rules
 from .move import VERBS, Move
-from .store import Documents, Ledger
+from .store import Documents, Ledger, Write
 from .text import iso
 
 Doc = dict[str, Any]
@@ -40,6 +40,7 @@ AUDIT_KIND = "bulk-action"
 SAMPLE = 5  # documents shown before a person confirms
 MAX_LISTED = 5_000  # ids (and refusals) an audit document lists; past that it says how many more there were
 PAGE = 500  # documents read per query
+BATCH = 200  # moves written per transaction (``put_many``): each is still judged, and refused, on its own
 NEWEST = 9_999_999_999_999  # epoch ms (year 2286) that audit ids count down from
 
 
@@ -166,6 +167,7 @@ def bulk(db: Ledger, rules: Rules, dbname: str, verb: str, flt: Filter, *, dry_r
     out.digest = digest([str(d["_id"]) for d in docs])
     if expect is not None and expect != out.digest:
         out.changed, out.dry_run, dry_run = True, True, True  # say what is there now; act on nothing
+    batch: list[tuple[Doc, Write]] = []  # moves judged here, written BATCH at a time
     for doc in docs:
         doc_id = str(doc["_id"])
         machine = rules.machine_for(dbname, doc)
@@ -187,20 +189,30 @@ def bulk(db: Ledger, rules: Rules, dbname: str, verb: str, flt: Filter, *, dry_r
         if dry_run:
             out.written.append(doc_id)
             continue
-        try:
-            db.put(dbname, move.body(doc, db.now()), doc_id, if_rev=doc["_rev"])
-        except Conflict:
+        batch.append((doc, Write(move.body(doc, db.now()), doc_id, if_rev=doc["_rev"])))
+        if len(batch) >= BATCH:
+            _write(db, dbname, batch, out)
+    if not dry_run:
+        _write(db, dbname, batch, out)
+        out.audit = record(db, out)
+    return out
+
+
+def _write(db: Ledger, dbname: str, batch: list[tuple[Doc, Write]], out: Outcome) -> None:
+    """Write the moves gathered so far in one transaction (``put_many``) and count each outcome; empties ``batch``."""
+    if not batch:
+        return
+    for (doc, _), result in zip(batch, db.put_many(dbname, [w for _, w in batch]), strict=True):
+        doc_id = str(doc["_id"])
+        if isinstance(result, Conflict):
             out.conflicts += 1
             out.refused.append({"id": doc_id, "status": str(doc.get("status")),
                                 "reason": "changed by another writer since it was read: left as it is now"})
-            continue
-        except (Forbidden, Invalid) as exc:
-            out.refused.append({"id": doc_id, "status": str(doc.get("status")), "reason": exc.reason})
-            continue
-        out.written.append(doc_id)
-    if not dry_run:
-        out.audit = record(db, out)
-    return out
+        elif isinstance(result, LedgerError):
+            out.refused.append({"id": doc_id, "status": str(doc.get("status")), "reason": result.reason})
+        else:
+            out.written.append(doc_id)
+    batch.clear()
 
 
 def record(db: Ledger, out: Outcome) -> str | None:

@@ -59,6 +59,11 @@ RECONNECT_S = 10.0
 LISTEN_CHECK_S = 5.0  # the LISTEN connection, idle, asks for a row this often to notice a stall
 WRITE_TRIES = 5  # a head that moves this often under one write: the write takes the row lock instead
 _LOCK = POSTGRES.compile("SELECT pg_advisory_xact_lock(:lock)")
+# a batch's appends (``put_many``): the append lock taken before the first, one NOTIFY after the last
+_APPEND_QUIET = POSTGRES.compile(
+    "INSERT INTO changes (db, id, rev, body, deleted, actor, at) VALUES (:db, :id, :rev, :body, :deleted, :actor, :at) RETURNING seq"
+)
+_NOTIFY = POSTGRES.compile("SELECT pg_notify(:channel, :payload)")
 _WRITE = POSTGRES.compile(
     "SELECT o_seq, o_rev, o_body, o_deleted FROM skyhub_write(:db, :id, :expect, :rev, :body, :deleted::smallint, "
     ":actor, :at::bigint, :channel, :lock::bigint)"
@@ -196,15 +201,26 @@ class PostgresStore(SQLStore):
         finally:
             self._pool.putconn(conn)
 
-    def _append_change(self, cur: Any, args: dict[str, Any]) -> int:
-        cur.execute(_LOCK, {"lock": APPEND_LOCK})
+    def _append_change(self, cur: Any, args: dict[str, Any], again: bool = False, batch: bool = False) -> int:
+        if not again:
+            cur.execute(_LOCK, {"lock": APPEND_LOCK})
+        if batch:  # told once for the batch, by _appended
+            cur.execute(_APPEND_QUIET, args)
+            return int(cur.fetchone()[0])
         args["channel"] = CHANNEL
         cur.execute(self.q.append_change, args)
         return int(cur.fetchone()[0])
 
+    def _appended(self, cur: Any, db: str, actor: str, last: int) -> None:
+        # one notification for a batch, as skyhub_write words it: other processes' feeds wake once
+        cur.execute(_NOTIFY, {"channel": CHANNEL, "payload": f"{last} {db} {actor}"})
+
     # ---- one statement per write and per feed operation -----------------------------
     def _seen(self, db: str, id: str, rev: str, text: str, deleted: bool) -> None:
         self._heads.seen(db, id, rev, text, deleted)
+
+    def _wrote(self, db: str, id: str, rev: str, text: str) -> None:
+        self._heads.seen(db, id, rev, text, False, head=True)
 
     def _read_head(self, db: str, id: str) -> Head | None:
         with self._op() as cur:

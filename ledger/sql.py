@@ -57,6 +57,9 @@ from .store import (
     StatusCount,
     TickRun,
     Want,
+    Write,
+    Written,
+    check_batch,
 )
 
 log = logging.getLogger(__name__)
@@ -114,9 +117,16 @@ class SQLStore:
         """A transaction for schema changes: one process at a time, no statement time limit."""
         raise NotImplementedError
 
-    def _append_change(self, cur: Any, args: dict[str, Any]) -> int:
+    def _append_change(self, cur: Any, args: dict[str, Any], again: bool = False, batch: bool = False) -> int:
+        """Append a change in the write's transaction; its seq. ``again``: this transaction appended before
+        (a backend that locks the log for an append has the lock already); ``batch``: one of a batch's
+        appends (``_appended`` follows the last)."""
         cur.execute(self.q.append_change, args)
         return int(cur.fetchone()[0])
+
+    def _appended(self, cur: Any, db: str, actor: str, last: int) -> None:
+        """A batch's changes up to seq ``last`` are appended, in its transaction (a backend may tell other
+        processes once here rather than once per change)."""
 
     def _missing_index(self, exc: BackendError) -> bool:
         """Whether ``exc`` says a query named an index that is gone (dropped by another process)."""
@@ -265,6 +275,13 @@ class SQLStore:
         """Write ``doc`` as ``actor``; ``if_rev`` or ``create_only`` make the write conditional (Conflict when stale)."""
         check_db(db)
         parse_actor(actor)
+        id, body, text, if_rev = self._prepare(db, doc, id, if_rev, create_only)
+        return self._write(db, id, body, text, actor, if_rev, create_only, deleted=False)
+
+    def _prepare(
+        self, db: str, doc: Doc, id: str | None, if_rev: str | None, create_only: bool,
+    ) -> tuple[str, Doc, str, str | None]:
+        """A write's checks that need no head: (id, body, its JSON, the revision it is conditional on)."""
         body, body_id, body_rev = split_body(doc)
         if id is None:
             id = body_id or uuid.uuid4().hex
@@ -281,7 +298,78 @@ class SQLStore:
             raise Invalid("create_only and if_rev cannot be combined: a new document has no revision")
         text = encode(body)
         self.catalog.check_values(db, body)
-        return self._write(db, id, body, text, actor, if_rev, create_only, deleted=False)
+        return id, body, text, if_rev
+
+    def put_many(self, db: str, writes: Sequence[Write], *, actor: str) -> list[Written]:
+        """Write a batch in one transaction (see ``Documents.put_many``).
+
+        The heads are read and locked first (in id order), every write is judged and its document
+        written, and only then are the changes appended: the same order of locks as a single write
+        (the document's row, then the change log), so a batch and single writers never wait on each
+        other in a circle on PostgreSQL, and the log's append lock is taken once and held for the
+        appends alone. A refusal is judged before anything of its write is written, so it rolls
+        nothing back. A database error fails the whole batch (nothing of it is written)."""
+        check_db(db)
+        parse_actor(actor)
+        batch = check_batch(writes)
+        out: list[Written | None] = [None] * len(batch)
+        prepared: list[tuple[int, str, Doc, str, str | None, bool]] = []
+        for i, w in enumerate(batch):
+            try:
+                prepared.append((i, *self._prepare(db, w.doc, w.id, w.if_rev, w.create_only), w.create_only))
+            except LedgerError as exc:
+                out[i] = exc
+        if not prepared:
+            return [o for o in out if o is not None]
+        now = self._clock.now_ms()
+        done: list[tuple[int, str, Doc, str, str]] = []  # (index, id, body, rev, text), in batch order
+        seqs: list[int] = []
+        with self._tx() as cur:
+            heads: dict[str, Head | None] = {}
+            for doc_id in sorted({p[1] for p in prepared}):
+                cur.execute(self.q.head, {"db": db, "id": doc_id})
+                row = cur.fetchone()
+                heads[doc_id] = Head(row[0], decode(row[1]), bool(row[2])) if row else None
+            stored = {k for k, v in heads.items() if v is not None}  # rows that exist in the database
+            for i, doc_id, body, text, if_rev, create_only in prepared:
+                head = heads[doc_id]
+                try:
+                    rev = self._admit(db, doc_id, head, body, text, actor, if_rev, create_only, False, now, cur)
+                except LedgerError as exc:
+                    out[i] = exc
+                    continue
+                args = {"db": db, "id": doc_id, "rev": rev, "body": text, "deleted": 0, "at": now}
+                if doc_id not in stored:
+                    cur.execute(self.q.insert_doc, args)
+                    if cur.rowcount != 1:
+                        out[i] = Conflict(f"document {doc_id!r} was created in {db!r} by another writer just now")
+                        heads[doc_id] = None
+                        continue
+                    stored.add(doc_id)
+                else:
+                    cur.execute(self.q.update_doc, args)
+                heads[doc_id] = Head(rev, body, False)
+                done.append((i, doc_id, body, rev, text))
+            for _, doc_id, _, rev, text in done:
+                args = {"db": db, "id": doc_id, "rev": rev, "body": text, "deleted": 0, "at": now, "actor": actor}
+                seqs.append(self._append_change(cur, args, again=bool(seqs), batch=True))
+            if seqs:
+                self._appended(cur, db, actor, seqs[-1])
+        for (i, doc_id, body, rev, text), seq in zip(done, seqs, strict=True):
+            self._wrote(db, doc_id, rev, text)
+            written = with_meta(body, doc_id, rev, False)
+            if self._listeners:
+                self._wake(Change(seq, db, doc_id, rev, written, False, actor, now))
+            out[i] = written
+        if done:
+            self._committed(db, actor)
+        outcomes = [o for o in out if o is not None]
+        assert len(outcomes) == len(batch), "every write of a batch has an outcome"
+        return outcomes
+
+    def _wrote(self, db: str, id: str, rev: str, text: str) -> None:
+        """A revision this process just wrote and committed: the document's head."""
+        self._seen(db, id, rev, text, False)
 
     def delete(self, db: str, id: str, *, actor: str, if_rev: str | None = None) -> Doc:
         """Delete a document as ``actor``: a tombstone revision, kept in its history."""

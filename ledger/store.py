@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .clock import Clock
+from .errors import BackendError, Invalid, LedgerError
 
 Doc = dict[str, Any]
 Listener = Callable[["Change | None"], None]
@@ -161,6 +162,51 @@ class FeedPosition:
         return max(0, self.head - self.done)
 
 
+MAX_BATCH = 500
+"""Writes one ``put_many`` takes: a batch holds the database's writer lock (SQLite) or the change log's
+append lock (PostgreSQL) for its whole transaction, so it is kept to a fraction of a second."""
+
+
+@dataclass(frozen=True)
+class Write:
+    """One write of a batch (``Documents.put_many``): what ``put`` takes, without the database and actor."""
+
+    doc: Doc
+    id: str | None = None
+    if_rev: str | None = None
+    create_only: bool = False
+
+
+Written = Doc | LedgerError
+"""A batch write's outcome: the document as written, or the refusal ``put`` would have raised."""
+
+
+def check_batch(writes: Sequence[Write]) -> list[Write]:
+    """The writes of a batch as a list; Invalid when there are more than ``MAX_BATCH`` or one is not a ``Write``."""
+    out = list(writes)
+    if len(out) > MAX_BATCH:
+        raise Invalid(f"a batch holds at most {MAX_BATCH} writes, not {len(out)}: split it")
+    for w in out:
+        if not isinstance(w, Write):
+            raise Invalid(f"a batch holds Write items, not {type(w).__name__}")
+    return out
+
+
+def put_each(store: Documents, db: str, writes: Sequence[Write], actor: str) -> list[Written]:
+    """``put_many`` for a store without a batch of its own (a hub over HTTP): one ``put`` per write, each
+    its own transaction; the outcomes as ``put_many`` gives them. A BackendError (the store did not answer)
+    is raised: the writes before it stand, the rest were not tried."""
+    out: list[Written] = []
+    for w in check_batch(writes):
+        try:
+            out.append(store.put(db, w.doc, w.id, actor=actor, if_rev=w.if_rev, create_only=w.create_only))
+        except BackendError:
+            raise
+        except LedgerError as exc:
+            out.append(exc)
+    return out
+
+
 class Documents(Protocol):
     """Documents with revisions, the audit history and the change log.
 
@@ -181,6 +227,12 @@ class Documents(Protocol):
         if_rev: str | None = None, create_only: bool = False,
     ) -> Doc:
         """Write ``doc`` as ``actor``; ``if_rev``/``create_only`` make it conditional (Conflict when stale)."""
+
+    def put_many(self, db: str, writes: Sequence[Write], *, actor: str) -> list[Written]:
+        """Write up to ``MAX_BATCH`` documents of ``db`` as ``actor`` in one transaction, each judged as ``put``
+        judges it; a refused write is that write's outcome only (the others are written). Outcomes in the
+        order of ``writes``; history, change log and listeners as for one ``put`` per write, in that order.
+        A later write to the same id is judged against the earlier one of the batch."""
 
     def delete(self, db: str, id: str, *, actor: str, if_rev: str | None = None) -> Doc:
         """Delete a document (a tombstone revision in its history)."""
@@ -308,6 +360,10 @@ class Ledger:
     def put(self, db: str, doc: Doc, id: str | None = None, *, if_rev: str | None = None, create_only: bool = False) -> Doc:
         """Write as this ledger's actor."""
         return self.store.put(db, doc, id, actor=self.actor, if_rev=if_rev, create_only=create_only)
+
+    def put_many(self, db: str, writes: Sequence[Write]) -> list[Written]:
+        """Write a batch as this ledger's actor (see Documents.put_many)."""
+        return self.store.put_many(db, writes, actor=self.actor)
 
     def delete(self, db: str, id: str, *, if_rev: str | None = None) -> Doc:
         """Delete as this ledger's actor."""

@@ -148,6 +148,10 @@ class ActorRouter:
         """A write, sent with the credential of ``actor``."""
         return self._for(actor).put(db, doc, id, actor=actor, if_rev=if_rev, create_only=create_only)
 
+    def put_many(self, db, writes, *, actor):  # noqa: ANN001
+        """A batch of writes, sent with the credential of ``actor``."""
+        return self._for(actor).put_many(db, writes, actor=actor)
+
     def delete(self, db, id, *, actor, if_rev=None):  # noqa: ANN001
         """A delete, sent with the credential of ``actor``."""
         return self._for(actor).delete(db, id, actor=actor, if_rev=if_rev)

@@ -238,13 +238,19 @@ class CountingStore:
 
         def counted(*args, **kwargs):
             self.calls[name] = self.calls.get(name, 0) + 1
+            written = len(args[1]) if name == "put_many" else 1 if name == "put" else 0
+            self.calls["written"] = self.calls.get("written", 0) + written
             return value(*args, **kwargs)
         return counted
 
 
 @respx.mock
-def test_each_new_mention_costs_the_tick_one_read_and_one_write_however_many_come(env):
-    """Linear in the mentions: the caps are counted once a pass, never per mention."""
+def test_each_new_mention_costs_the_tick_one_read_and_one_write_however_many_come(env, monkeypatch):
+    """Linear in the mentions: the caps are counted once a pass, never per mention; the writes go a page
+    (WRITE_PAGE mentions) per transaction."""
+    import bot.ingest
+
+    monkeypatch.setattr(bot.ingest, "WRITE_PAGE", 16)
     calls = []
     for start, n in ((0, 20), (100, 80)):
         serve([mention(start + i, author=f"did:plc:c{(start + i) % 7}") for i in range(n)])
@@ -257,7 +263,9 @@ def test_each_new_mention_costs_the_tick_one_read_and_one_write_however_many_com
             bsky.close()
         calls.append((n, store.calls))
     (n1, small), (n2, large) = calls
-    assert large["put"] - small["put"] == n2 - n1  # one write per mention (and the checkpoint)
+    assert large["written"] - small["written"] == n2 - n1  # one write per mention (and the checkpoint)
+    assert (small["put_many"], large["put_many"]) == (2, 5)  # 20 and 80 mentions, 16 a transaction
+    assert small["put"] == large["put"] == 1  # the checkpoint
     assert large["get"] - small["get"] == n2 - n1  # one point read per mention (and the checkpoint)
     assert large["query"] - small["query"] <= 1  # the caps' queries: a constant number (one more page of today's builds)
 

@@ -427,3 +427,17 @@ def test_blind_writers_racing_on_one_document_lose_no_write(make_store):
     history = stores[0].history("notes", "hot")
     assert [c.rev.split("-")[0] for c in history] == [str(n) for n in range(1, 32)]
     assert sorted((c.doc["by"], c.doc["k"]) for c in history[1:]) == sorted((i, k) for i in range(2) for k in range(15))
+
+
+def test_a_batch_of_writes_has_an_outcome_per_write(make_store):
+    """``put_many`` on every backend, a hub over HTTP included (one request per write there)."""
+    from ledger import Write
+
+    store = make_store()
+    rev = store.put("notes", {"v": 0}, "a", actor="user:ana")["_rev"]
+    store.put("notes", {"v": "theirs"}, "a", actor="user:ana", if_rev=rev)
+    out = store.put_many("notes", [Write({"v": 1}, "a", if_rev=rev), Write({"v": 1}, "b"), Write({"v": 1}, "c")],
+                         actor="user:ana")
+    assert isinstance(out[0], Conflict)
+    assert [o["_id"] for o in out[1:]] == ["b", "c"]
+    assert store.get("notes", "a")["v"] == "theirs" and store.get("notes", "c")["v"] == 1

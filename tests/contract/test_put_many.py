@@ -1,0 +1,108 @@
+"""``put_many``: a batch of writes in one transaction, each judged as ``put`` judges it, on every backend.
+
+The contract suite's backends (SQLite, PostgreSQL, the in-memory store); ``test_store.py``'s remote
+backend sends one request per write and is checked for the same outcomes there."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger import Conflict, Forbidden, Invalid, Rules, Write
+from ledger.jobs import JOBS
+from ledger.store import MAX_BATCH
+from tests.conftest import store_factory
+
+
+@pytest.fixture
+def make(backend_url):
+    opened: list = []
+    yield store_factory(backend_url, opened)
+    for s in opened:
+        s.close()
+
+
+def test_a_batch_writes_every_document_with_one_revision_each_in_order(make):
+    store = make()
+    head = store.head_seq()
+    out = store.put_many("notes", [Write({"n": i}, f"n{i:02d}") for i in range(20)], actor="user:ana")
+    assert [d["_id"] for d in out] == [f"n{i:02d}" for i in range(20)]
+    assert all(d["_rev"].startswith("1-") for d in out)
+    assert store.get("notes", "n07")["n"] == 7
+    changes = store.changes(head, limit=100, dbs=["notes"])
+    assert [c.id for c in changes] == [f"n{i:02d}" for i in range(20)]
+    assert [c.seq for c in changes] == sorted(c.seq for c in changes)
+    assert {c.actor for c in changes} == {"user:ana"}
+    assert [h.actor for h in store.history("notes", "n03")] == ["user:ana"]
+
+
+def test_one_stale_revision_refuses_that_write_only(make):
+    store = make()
+    revs = [store.put("notes", {"v": 1}, f"d{i}", actor="user:ana")["_rev"] for i in range(5)]
+    store.put("notes", {"v": "theirs"}, "d2", actor="user:bob", if_rev=revs[2])  # changed meanwhile
+    out = store.put_many("notes", [Write({"v": 2}, f"d{i}", if_rev=revs[i]) for i in range(5)], actor="user:ana")
+    assert isinstance(out[2], Conflict) and "stale revision" in out[2].reason
+    assert [o["v"] for i, o in enumerate(out) if i != 2] == [2, 2, 2, 2]
+    assert store.get("notes", "d2")["v"] == "theirs"  # counted, not overwritten
+    assert [store.get("notes", f"d{i}")["v"] for i in (0, 1, 3, 4)] == [2, 2, 2, 2]
+    assert len(store.history("notes", "d2")) == 2
+
+
+def test_create_only_on_an_existing_document_refuses_only_there(make):
+    store = make()
+    store.put("notes", {"v": "old"}, "b", actor="user:ana")
+    out = store.put_many("notes", [Write({"v": 1}, "a", create_only=True), Write({"v": 1}, "b", create_only=True),
+                                   Write({"v": 1}, "c", create_only=True)], actor="user:ana")
+    assert isinstance(out[1], Conflict) and "already exists" in out[1].reason
+    assert out[0]["v"] == 1 and out[2]["v"] == 1
+    assert store.get("notes", "b")["v"] == "old"
+
+
+def test_a_rule_refusal_and_a_malformed_write_lose_nothing_else(make):
+    store = make(rules=Rules([JOBS]))
+    out = store.put_many("jobs", [
+        Write({"type": "job", "status": "pending", "input": 1}, "j1"),
+        Write({"type": "job", "status": "done"}, "j2"),  # a job must start in pending
+        Write({"type": "job", "status": "pending", "_id": "other"}, "j3"),  # the body's id disagrees
+        Write({"type": "job", "status": "pending", "input": 4}, "j4"),
+    ], actor="user:ana")
+    assert isinstance(out[1], Forbidden) and "must start in pending" in out[1].reason
+    assert isinstance(out[2], Invalid) and "does not match" in out[2].reason
+    assert out[0]["_id"] == "j1" and out[3]["_id"] == "j4"
+    assert store.get("jobs", "j4")["input"] == 4
+    assert not store.history("jobs", "j2") and not store.history("jobs", "j3")
+
+
+def test_a_second_write_to_the_same_id_is_judged_against_the_first(make):
+    store = make()
+    first = store.put("notes", {"v": 0}, "x", actor="user:ana")["_rev"]
+    out = store.put_many("notes", [Write({"v": 1}, "x", if_rev=first), Write({"v": 2}, "x", if_rev=first),
+                                   Write({"v": 3}, "y", create_only=True), Write({"v": 4}, "y", create_only=True)],
+                         actor="user:ana")
+    assert out[0]["v"] == 1 and isinstance(out[1], Conflict)
+    assert out[2]["v"] == 3 and isinstance(out[3], Conflict)
+    assert [h.rev for h in store.history("notes", "x")][-1] == out[0]["_rev"]
+
+
+def test_a_batch_over_the_limit_is_refused_whole(make):
+    store = make()
+    with pytest.raises(Invalid) as err:
+        store.put_many("notes", [Write({"v": i}, f"n{i}") for i in range(MAX_BATCH + 1)], actor="user:ana")
+    assert f"at most {MAX_BATCH}" in err.value.reason
+    assert not store.has_db("notes")
+
+
+def test_listeners_hear_every_written_change_after_the_commit(make):
+    store, reader = make(), make()
+    heard: list = []
+
+    def listener(change):
+        if change is not None:  # another process's hint carries no change
+            # after the commit: another connection already reads the document
+            heard.append((change.id, reader.get("notes", change.id)["_rev"] == change.rev))
+
+    store.subscribe(listener)
+    store.put("notes", {"v": 0}, "taken", actor="user:ana")
+    heard.clear()
+    store.put_many("notes", [Write({"v": 1}, "p"), Write({"v": 1}, "taken", create_only=True), Write({"v": 1}, "q")],
+                   actor="user:ana")
+    assert heard == [("p", True), ("q", True)]
