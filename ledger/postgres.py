@@ -63,6 +63,9 @@ _LOCK = POSTGRES.compile("SELECT pg_advisory_xact_lock(:lock)")
 _APPEND_QUIET = POSTGRES.compile(
     "INSERT INTO changes (db, id, rev, body, deleted, actor, at) VALUES (:db, :id, :rev, :body, :deleted, :actor, :at) RETURNING seq"
 )
+_HEADS = POSTGRES.compile(
+    "SELECT id, rev, body::text, deleted FROM docs WHERE db = :db AND id = ANY(:ids) ORDER BY id FOR UPDATE"
+)
 _NOTIFY = POSTGRES.compile("SELECT pg_notify(:channel, :payload)")
 _WRITE = POSTGRES.compile(
     "SELECT o_seq, o_rev, o_body, o_deleted FROM skyhub_write(:db, :id, :expect, :rev, :body, :deleted::smallint, "
@@ -218,6 +221,14 @@ class PostgresStore(SQLStore):
     # ---- one statement per write and per feed operation -----------------------------
     def _seen(self, db: str, id: str, rev: str, text: str, deleted: bool) -> None:
         self._heads.seen(db, id, rev, text, deleted)
+
+    def _lock_heads(self, cur: Any, db: str, ids: list[str]) -> dict[str, Head | None]:
+        # one round trip for a batch's heads; rows locked in id order, as every batch locks them
+        cur.execute(_HEADS, {"db": db, "ids": ids})
+        heads: dict[str, Head | None] = dict.fromkeys(ids)
+        for doc_id, rev, text, deleted in cur.fetchall():
+            heads[doc_id] = Head(rev, decode(text), bool(deleted))
+        return heads
 
     def _wrote(self, db: str, id: str, rev: str, text: str) -> None:
         self._heads.seen(db, id, rev, text, False, head=True)

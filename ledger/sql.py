@@ -325,11 +325,7 @@ class SQLStore:
         done: list[tuple[int, str, Doc, str, str]] = []  # (index, id, body, rev, text), in batch order
         seqs: list[int] = []
         with self._tx() as cur:
-            heads: dict[str, Head | None] = {}
-            for doc_id in sorted({p[1] for p in prepared}):
-                cur.execute(self.q.head, {"db": db, "id": doc_id})
-                row = cur.fetchone()
-                heads[doc_id] = Head(row[0], decode(row[1]), bool(row[2])) if row else None
+            heads = self._lock_heads(cur, db, sorted({p[1] for p in prepared}))
             stored = {k for k, v in heads.items() if v is not None}  # rows that exist in the database
             for i, doc_id, body, text, if_rev, create_only in prepared:
                 head = heads[doc_id]
@@ -366,6 +362,15 @@ class SQLStore:
         outcomes = [o for o in out if o is not None]
         assert len(outcomes) == len(batch), "every write of a batch has an outcome"
         return outcomes
+
+    def _lock_heads(self, cur: Any, db: str, ids: list[str]) -> dict[str, Head | None]:
+        """The heads of ``ids`` (sorted) in the write's transaction, each locked for the write (None: no such row)."""
+        heads: dict[str, Head | None] = {}
+        for doc_id in ids:
+            cur.execute(self.q.head, {"db": db, "id": doc_id})
+            row = cur.fetchone()
+            heads[doc_id] = Head(row[0], decode(row[1]), bool(row[2])) if row else None
+        return heads
 
     def _wrote(self, db: str, id: str, rev: str, text: str) -> None:
         """A revision this process just wrote and committed: the document's head."""
