@@ -322,12 +322,14 @@ class SQLStore:
         if not prepared:
             return [o for o in out if o is not None]
         now = self._clock.now_ms()
-        done: list[tuple[int, str, Doc, str, str]] = []  # (index, id, body, rev, text), in batch order
+        done: list[tuple[int, str, Doc, str, str]] = []  # (index, id, body, rev, text) of the writes admitted
         seqs: list[int] = []
         with self._tx() as cur:
             heads = self._lock_heads(cur, db, sorted({p[1] for p in prepared}))
             stored = {k for k, v in heads.items() if v is not None}  # rows that exist in the database
-            for i, doc_id, body, text, if_rev, create_only in prepared:
+            # documents in id order (as their heads were locked: two batches that create the same new ids
+            # wait for each other in one order, never in a circle), a repeated id in the batch's order
+            for i, doc_id, body, text, if_rev, create_only in sorted(prepared, key=lambda p: (p[1], p[0])):
                 head = heads[doc_id]
                 try:
                     rev = self._admit(db, doc_id, head, body, text, actor, if_rev, create_only, False, now, cur)
@@ -346,6 +348,7 @@ class SQLStore:
                     cur.execute(self.q.update_doc, args)
                 heads[doc_id] = Head(rev, body, False)
                 done.append((i, doc_id, body, rev, text))
+            done.sort(key=lambda d: d[0])  # the changes in the batch's order
             for _, doc_id, _, rev, text in done:
                 args = {"db": db, "id": doc_id, "rev": rev, "body": text, "deleted": 0, "at": now, "actor": actor}
                 seqs.append(self._append_change(cur, args, again=bool(seqs), batch=True))

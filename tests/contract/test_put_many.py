@@ -106,3 +106,31 @@ def test_listeners_hear_every_written_change_after_the_commit(make):
     store.put_many("notes", [Write({"v": 1}, "p"), Write({"v": 1}, "taken", create_only=True), Write({"v": 1}, "q")],
                    actor="user:ana")
     assert heard == [("p", True), ("q", True)]
+
+
+def test_batches_creating_the_same_documents_in_opposite_orders_both_finish(make):
+    """Two batches racing to create the same new ids, one listing them backwards: one writes each document and
+    the other finds it there (a Conflict per write), never a whole batch failed by a deadlock between them."""
+    import threading
+
+    a, b = make(), make()
+    for round_ in range(8):
+        ids = [f"r{round_}-{i:03d}" for i in range(60)]
+        results: dict[str, list] = {}
+        barrier = threading.Barrier(2)
+
+        def run(name, store, order):
+            barrier.wait()
+            results[name] = store.put_many("notes", [Write({"by": name}, i, create_only=True) for i in order],
+                                           actor="user:ana")
+
+        threads = [threading.Thread(target=run, args=("a", a, ids)),
+                   threading.Thread(target=run, args=("b", b, ids[::-1]))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert set(results) == {"a", "b"}, "a batch failed instead of giving each write its outcome"
+        wins = [o for o in results["a"] + results["b"] if isinstance(o, dict)]
+        assert sorted(o["_id"] for o in wins) == ids  # each document written once
+        assert all(isinstance(o, (dict, Conflict)) for o in results["a"] + results["b"])
