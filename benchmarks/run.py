@@ -57,7 +57,7 @@ HUEY_CONFIGS = (("process", "best poll"), ("thread", "best poll"), ("process", "
 RSS_MB = {"no bot": 55.0, "bot configured": 80.0}  # idle `skyhub run`
 INGEST_S, INGEST_N, INGEST_LINEAR = 5.0, 10_000, 1.5  # the ingest tick over 10,000 new mentions; time per mention, largest / smallest
 # where an idle hub's memory goes: one interpreter importing these in turn, in the order a hub starts
-IMPORTS = ("click", "hub.cli", "pydantic_settings", "hub.settings", "ledger.sqlite", "vault", "hub.app", "fastapi",
+IMPORTS = ("click", "hub.cli", "pydantic", "hub.settings", "ledger.sqlite", "vault", "hub.app", "fastapi",
            "uvicorn", "hub.server", "jinja2", "prometheus_client", "hub.console", "hub.webapp", "apscheduler.schedulers.background",
            "keyring", "platforms.bluesky", "bot.ingest", "bot.reply")
 BACKENDS = ("sqlite", "postgres")

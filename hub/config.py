@@ -7,8 +7,8 @@ by key.
 
 ``hub.settings`` reads every setting through pydantic (with product sections, validation and
 the messages). A command that only reads the ledger needs a handful of them (the database,
-the hub to talk to and its credential, who writes), and loading pydantic-settings alone costs
-about 0.17 s: ``core()`` reads those from the same layers with the standard library, so
+the hub to talk to and its credential, who writes), and pydantic with every product's settings
+model is the largest import of a start: ``core()`` reads those from the same layers with the standard library, so
 ``skyhub db get`` starts in a fraction of that. A test checks that both readers agree.
 """
 

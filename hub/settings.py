@@ -10,24 +10,27 @@ products the hub knows, like everything else.
 
 from __future__ import annotations
 
-import contextvars
 import functools
-from collections.abc import Iterator
+import json
+import os
+import types
+import typing
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pydantic import SecretStr, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, create_model
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ledger import Usage, parse_interval
 from ledger.section import Interval, Section
 from ledger.text import duration
 from platforms.settings import FetchSettings, PlatformSettings
 
-from .config import default_actor, layers, merged
+from .config import default_actor, layers, merge, merged
 from .products import products
 
-_LAYERS: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar("skyhub_settings_layers", default=())
+PREFIX = "SKYHUB_"
+NESTED = "__"  # SKYHUB_FEED__LEASE is [feed] lease
 
 # Settings that moved: a file or variable that still uses the old name gets told the new one.
 MOVED = {
@@ -104,12 +107,10 @@ class HttpSettings(Section):
     """serve `/metrics` without a token to requests from this machine's loopback address; off by default, because a reverse proxy on the same machine makes every outside request come from loopback (leave it off behind one, or list the proxy in trusted_proxies)"""
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """The engine's and the hub's settings; product sections are added by ``settings_model``."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="SKYHUB_", env_nested_delimiter="__", extra="ignore", use_attribute_docstrings=True,
-    )
+    model_config = ConfigDict(extra="ignore", use_attribute_docstrings=True, validate_default=True)
 
     database_url: str = "sqlite:///skyhub.db"
     """the store: `sqlite:///skyhub.db` (relative) or `sqlite:////var/lib/skyhub/skyhub.db` (absolute); `postgresql://user@host:5432/db` to scale out"""
@@ -141,20 +142,6 @@ class Settings(BaseSettings):
     platforms: PlatformSettings = PlatformSettings()
     fetch: FetchSettings = FetchSettings()
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Where settings come from, the first that sets one winning: the arguments given (the CLI's options),
-        SKYHUB_* environment variables, then the TOML files (``config/skyhub.toml`` under the user's file).
-        No .env file, no secrets directory."""
-        return (init_settings, env_settings, _MergedToml(settings_cls, _LAYERS.get()))
-
     def section(self, name: str) -> Any:
         """A product's settings section (``bot``, ``vault``, ...)."""
         return getattr(self, name)
@@ -171,42 +158,134 @@ def settings_model() -> type[Settings]:
     return create_model("SkyhubSettings", __base__=Settings, __doc__=Settings.__doc__, **sections)
 
 
-class _MergedToml(PydanticBaseSettingsSource):
-    """The TOML files, merged key by key (a later file overrides only the keys it sets)."""
-
-    def __init__(self, settings_cls: type[BaseSettings], files: tuple[tuple[str, str], ...]) -> None:
-        super().__init__(settings_cls)
-        self.data = merged(files)
-        # the root ignores unknown SKYHUB_* variables (other tools share the prefix), but a file names only settings
-        unknown = sorted(set(self.data) - set(settings_cls.model_fields))
-        if unknown:
-            where = files[-1][0]
-            moved = MOVED.get(unknown[0])
-            raise Usage(f"the settings are not valid: {unknown[0]} is {'now ' + moved if moved else 'not a setting'} "
-                        f"(in {where}; every setting is listed in docs/reference/settings.md)")
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover - unused
-        return self.data.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return self.data
-
-
 def load_settings(config: str | None = None, **overrides: Any) -> Settings:
     """Read the settings; ``config`` is a user's TOML file layered over the defaults.
 
+    Where settings come from, the first that sets one winning: ``overrides`` (the CLI's options),
+    ``SKYHUB_*`` environment variables, then the TOML files (``config/skyhub.toml`` under the user's
+    file), merged table by table. No .env file, no secrets directory.
+
     Raises ``Usage`` with one sentence per problem (an unknown key, a moved key, a bad value).
     """
-    token = _LAYERS.set(layers(config))
+    model = settings_model()
+    data = toml_input(model, layers(config))
+    merge(data, env_input(model, os.environ))
+    merge(data, {k: v for k, v in overrides.items() if v is not None})
     try:
-        settings: Settings = settings_model()(**{k: v for k, v in overrides.items() if v is not None})
+        settings: Settings = model(**data)
     except ValidationError as exc:
         raise Usage("the settings are not valid: " + "; ".join(_problems(exc))) from None
-    finally:
-        _LAYERS.reset(token)
     if not settings.actor:
         settings.actor = default_actor()
     return settings
+
+
+def toml_input(model: type[BaseModel], files: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """The TOML files merged key by key (a later file overrides only the keys it sets). The root ignores
+    unknown ``SKYHUB_*`` variables (other tools share the prefix), but a file names only settings."""
+    data = merged(files)
+    unknown = sorted(set(data) - set(model.model_fields))
+    if unknown:
+        where = files[-1][0]
+        moved = MOVED.get(unknown[0])
+        raise Usage(f"the settings are not valid: {unknown[0]} is {'now ' + moved if moved else 'not a setting'} "
+                    f"(in {where}; every setting is listed in docs/reference/settings.md)")
+    return data
+
+
+def env_input(model: type[BaseModel], environ: Mapping[str, str]) -> dict[str, Any]:
+    """What ``SKYHUB_*`` variables set, as the model's input: names are not case-sensitive; ``__`` nests
+    (``SKYHUB_FEED__LEASE`` is ``feed.lease``); a section, list or table is JSON (``SKYHUB_STORE__INDEXES=
+    '{"mentions": ["status"]}'``), merged with the nested variables under it; variables that name no
+    setting at the root are left alone (other tools share the prefix)."""
+    env = {k.lower(): v for k, v in environ.items() if k.upper().startswith(PREFIX)}
+    out: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        key = PREFIX.lower() + name
+        target = field.annotation
+        if key in env:
+            out[name] = _from_env(env[key], target, key, strict=True)
+        if not _is_complex(target):
+            continue
+        nested = sorted((k[len(key) + len(NESTED):], v) for k, v in env.items() if k.startswith(key + NESTED))
+        if not nested:
+            continue
+        into = out[name] if isinstance(out.get(name), dict) else {}
+        for path, value in nested:
+            _place(into, [p for p in path.split(NESTED) if p], target, value, key + NESTED + path)
+        out[name] = into
+    return out
+
+
+def _place(into: dict[str, Any], path: list[str], target: Any, value: str, var: str) -> None:
+    """Put one nested variable's value at ``path`` under ``into`` (the input of ``target``)."""
+    if not path:
+        return
+    step, rest = path[0], path[1:]
+    inner, strict = _step(target, step)
+    if not rest:
+        parsed = _from_env(value, inner, var, strict=strict)
+        if isinstance(parsed, dict) and isinstance(into.get(step), dict):
+            merge(into[step], parsed)
+        else:
+            into[step] = parsed
+        return
+    child = into.get(step)
+    if not isinstance(child, dict):
+        child = into[step] = {}
+    _place(child, rest, inner, value, var)
+
+
+def _step(target: Any, key: str) -> tuple[Any, bool]:
+    """The type a key under ``target`` holds and whether it is a declared field (a model's: JSON is read
+    strictly) rather than a table's value or something unknown (JSON if it reads as JSON, else the text)."""
+    target = _unwrap(target)
+    if isinstance(target, type) and issubclass(target, BaseModel):
+        field = target.model_fields.get(key)
+        return (field.annotation, True) if field is not None else (None, False)
+    if typing.get_origin(target) is dict:
+        args = typing.get_args(target)
+        return (args[1] if len(args) == 2 else None), False
+    return None, False
+
+
+def _from_env(value: str, target: Any, var: str, *, strict: bool) -> Any:
+    """A variable's text as the input for ``target``: JSON for a section, a list or a table, else the text."""
+    if target is None and not strict:
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    if not _is_complex(target):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        if not strict:
+            return value
+        raise Usage(f"the settings are not valid: {var.upper()} must be JSON (a list like [\"a\", \"b\"] or a "
+                    f"table like {{\"key\": \"value\"}}), or set its keys one by one ({var.upper()}{NESTED}KEY)") from None
+
+
+def _unwrap(target: Any) -> Any:
+    """``X`` from ``Annotated[X, ...]`` and ``X | None``."""
+    while typing.get_origin(target) is typing.Annotated:
+        target = typing.get_args(target)[0]
+    if typing.get_origin(target) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(target) if a is not type(None)]
+        if len(args) == 1:
+            return _unwrap(args[0])
+    return target
+
+
+def _is_complex(target: Any) -> bool:
+    """Whether a variable for ``target`` is JSON: a section (a model), a list, a set, a tuple or a table."""
+    target = _unwrap(target)
+    if typing.get_origin(target) in (typing.Union, types.UnionType):
+        return any(_is_complex(a) for a in typing.get_args(target))
+    if isinstance(target, type) and issubclass(target, BaseModel):
+        return True
+    return (typing.get_origin(target) or target) in (list, dict, set, frozenset, tuple)
 
 
 def _problems(exc: ValidationError) -> Iterator[str]:

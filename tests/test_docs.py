@@ -95,10 +95,10 @@ def test_the_bluesky_pds_is_one_setting_and_the_old_names_say_where_it_went(tmp_
     merged = load_settings(str(mine))
     assert merged.section("bot").handle == "ourbot.test" and merged.section("bot").reply_template == "Your {title} is ready: {url}"
     # the layers merge key by key: a later file that sets one key of a table keeps the earlier file's other keys
-    from hub.settings import _MergedToml, settings_model
+    from hub.settings import settings_model, toml_input
 
     layers = (("defaults", '[bot]\nreply_template = "Built: {url}"\nping = 1\n'), ("mine", '[bot]\nhandle = "ourbot.test"\n'))
-    assert _MergedToml(settings_model(), layers)()["bot"] == {"reply_template": "Built: {url}", "ping": 1, "handle": "ourbot.test"}
+    assert toml_input(settings_model(), layers)["bot"] == {"reply_template": "Built: {url}", "ping": 1, "handle": "ourbot.test"}
 
 
 def test_the_database_url_help_shows_a_relative_and_an_absolute_sqlite_path():

@@ -147,7 +147,7 @@ from hub.app import build_app
 from hub.webapp import create_api
 from starlette.testclient import TestClient
 from hub.console import front_of
-HEAVY = ("jinja2", "prometheus_client", "pydantic.v1", "regex", "hub.console.web", "hub.console.routes")
+HEAVY = ("jinja2", "prometheus_client", "pydantic.v1", "regex", "hub.console.web", "hub.console.routes", "pydantic_settings", "dotenv")
 app = build_app(load_settings(), clock=SYSTEM)
 api = create_api(app)
 client = TestClient(api)
@@ -167,7 +167,8 @@ print(json.dumps({"steps": steps, "loaded": loaded}))
 
 def test_an_idle_hub_loads_the_console_and_prometheus_only_when_asked_for_them(tmp_path):
     # jinja2 and the pages on the first console request, prometheus_client on the first scrape; pydantic.v1 (which
-    # FastAPI imports to ask whether a type is a v1 model) and regex (richtext's patterns) never by an idle hub
+    # FastAPI imports to ask whether a type is a v1 model), regex (richtext's patterns) and pydantic-settings (the
+    # settings are read by hub.settings itself) never by an idle hub
     env = {**os.environ, "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db", "PYTHONPATH": ROOT, "SKYHUB_VAULT_KEY": new_key_text()}
     proc = subprocess.run([sys.executable, "-c", IDLE], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
     got = json.loads(proc.stdout.strip().splitlines()[-1])
