@@ -119,13 +119,13 @@ def test_batches_creating_the_same_documents_in_opposite_orders_both_finish(make
         results: dict[str, list] = {}
         barrier = threading.Barrier(2)
 
-        def run(name, store, order):
+        def run(name, store, order, barrier, results):
             barrier.wait()
             results[name] = store.put_many("notes", [Write({"by": name}, i, create_only=True) for i in order],
                                            actor="user:ana")
 
-        threads = [threading.Thread(target=run, args=("a", a, ids)),
-                   threading.Thread(target=run, args=("b", b, ids[::-1]))]
+        threads = [threading.Thread(target=run, args=("a", a, ids, barrier, results)),
+                   threading.Thread(target=run, args=("b", b, ids[::-1], barrier, results))]
         for t in threads:
             t.start()
         for t in threads:
