@@ -356,10 +356,7 @@ class SQLStore:
                 self._appended(cur, db, actor, seqs[-1])
         for (i, doc_id, body, rev, text), seq in zip(done, seqs, strict=True):
             self._wrote(db, doc_id, rev, text)
-            written = with_meta(body, doc_id, rev, False)
-            if self._listeners:
-                self._wake(Change(seq, db, doc_id, rev, written, False, actor, now))
-            out[i] = written
+            out[i] = self._written(db, doc_id, body, rev, False, actor, now, seq, committed=False)
         if done:
             self._committed(db, actor)
         outcomes = [o for o in out if o is not None]
@@ -448,12 +445,16 @@ class SQLStore:
         """The role ``actor`` holds now, as the rules' role source says (None: none, or no source)."""
         return self.rules.role(actor, self._reader())
 
-    def _written(self, db: str, id: str, body: Doc, rev: str, deleted: bool, actor: str, now: int, seq: int) -> Doc:
-        """The document as written; listeners hear of the commit."""
+    def _written(
+        self, db: str, id: str, body: Doc, rev: str, deleted: bool, actor: str, now: int, seq: int, *, committed: bool = True,
+    ) -> Doc:
+        """The document as written; listeners hear of the commit (``committed``: and other processes; a batch
+        tells them once, after its last document)."""
         out = with_meta(body, id, rev, deleted)
         if self._listeners:
             self._wake(Change(seq, db, id, rev, out, deleted, actor, now))
-        self._committed(db, actor)
+        if committed:
+            self._committed(db, actor)
         return out
 
     def query(self, db: str, field: str, key: Any, limit: int = 100, after: str | None = None) -> Page:
