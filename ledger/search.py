@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .document import is_unicode
 from .errors import Invalid
-from .schema import SEARCH_FIELDS, Dialect
+from .schema import POSTGRES_SEARCHABLE, SEARCH_FIELDS, Dialect
 from .store import Doc, SearchPage
 
 __all__ = ["COUNT_CAP", "SEARCH_FIELDS", "Search", "SearchPage", "parse_search", "searchable_text"]
@@ -103,8 +103,9 @@ _TEXT = {
     # index, which would read every key of the database)
     "sqlite": "SELECT k.id AS id FROM doc_search CROSS JOIN doc_search_keys k WHERE doc_search MATCH :match "
               "AND k.k = doc_search.rowid AND +k.db = :db",
-    "postgres": "SELECT id FROM docs WHERE db = :db AND deleted = 0 "
-                "AND to_tsvector('simple', skyhub_search_text(body)) @@ to_tsquery('simple', :match)",
+    # (the index's own condition named, so that the planner may read it: see POSTGRES_SEARCHABLE)
+    "postgres": "SELECT id FROM docs WHERE db = :db AND deleted = 0 AND " + POSTGRES_SEARCHABLE
+                + " AND to_tsvector('simple', skyhub_search_text(body)) @@ to_tsquery('simple', :match)",
 }
 _TEXT_DENSE = {
     # the database's keys in id order (its index), each looked up in the matches' rowids (one list, built once)
@@ -112,8 +113,8 @@ _TEXT_DENSE = {
               "AND +k.k IN (SELECT rowid FROM doc_search WHERE doc_search MATCH :match)",
     # the ids in byte order (docs_by_id_bytes), each document's text checked: "|| ''" keeps the planner
     # off the GIN index, which would give every match to be sorted
-    "postgres": "SELECT id FROM docs WHERE db = :db AND deleted = 0 "
-                "AND to_tsvector('simple', skyhub_search_text(body) || '') @@ to_tsquery('simple', :match)",
+    "postgres": "SELECT id FROM docs WHERE db = :db AND deleted = 0 AND " + POSTGRES_SEARCHABLE
+                + " AND to_tsvector('simple', skyhub_search_text(body) || '') @@ to_tsquery('simple', :match)",
 }
 _PREFIX = {
     "sqlite": "SELECT id FROM docs WHERE db = :db AND id >= :prefix AND id < :prefix_end AND deleted = 0",
