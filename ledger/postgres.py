@@ -66,7 +66,7 @@ _APPEND_QUIET = POSTGRES.compile(
 _HEADS = POSTGRES.compile(
     "SELECT id, rev, body::text, deleted FROM docs WHERE db = :db AND id = ANY(:ids) ORDER BY id FOR UPDATE"
 )
-_NOTIFY = POSTGRES.compile("SELECT pg_notify(:channel, :payload)")
+_NOTIFY = POSTGRES.compile("SELECT pg_notify(:channel, :payload || ' ' || current_schema())")
 _WRITE = POSTGRES.compile(
     "SELECT o_seq, o_rev, o_body, o_deleted FROM skyhub_write(:db, :id, :expect, :rev, :body, :deleted::smallint, "
     ":actor, :at::bigint, :channel, :lock::bigint)"
@@ -102,6 +102,7 @@ class PostgresStore(SQLStore):
         self._last_error: tuple[float, str] | None = None
         self._watchdog = _Watchdog()
         self._listener: threading.Thread | None = None
+        self._schema: str | None = None  # the database schema this store writes to (read by the listener)
         self._heads = Heads()
         try:  # first contact on a connection of its own, so that a failure says why
             psycopg.connect(url, **self._kwargs).close()
@@ -348,6 +349,8 @@ class PostgresStore(SQLStore):
             conn: psycopg.Connection[Any] | None = None
             try:
                 conn = psycopg.connect(self.url, **self._kwargs)
+                row = conn.execute("SELECT current_schema()").fetchone()
+                self._schema = str(row[0]) if row else None
                 conn.execute(f"LISTEN {CHANNEL}")
                 backoff = 0.1
                 self._wake(None)  # anything committed while we were not listening
@@ -376,9 +379,13 @@ class PostgresStore(SQLStore):
                     conn.close()
 
     def _notified(self, payload: str) -> None:
-        """Another process committed: ``"<seq> <db> <actor>"`` (skyhub_write), or just a seq."""
-        parts = payload.split(" ", 2)
-        if len(parts) == 3:
+        """Another process committed: ``"<seq> <db> <actor> <schema>"``; the channel is the database's,
+        so a commit to another schema (another skyhub on the same database) is passed over. An earlier
+        version's ``"<seq> <db> <actor>"`` or bare seq wakes as before."""
+        parts = payload.split(" ", 3)
+        if len(parts) == 4 and parts[3] != self._schema:
+            return
+        if len(parts) >= 3:
             self._wake_elsewhere(parts[1], parts[2])
         else:
             self._wake(None)

@@ -292,7 +292,8 @@ POSTGRES_FUNCTIONS = (
         PERFORM pg_advisory_xact_lock(p_lock);
         INSERT INTO changes (db, id, rev, body, deleted, actor, at) VALUES (p_db, p_id, p_rev, p_text, p_deleted, p_actor, p_at)
             RETURNING seq INTO o_seq;
-        PERFORM pg_notify(p_channel, o_seq::text || ' ' || p_db || ' ' || p_actor);  -- feeds skip what they would skip
+        -- feeds skip what they would skip; the schema: listeners of another schema of the database ignore it
+        PERFORM pg_notify(p_channel, o_seq::text || ' ' || p_db || ' ' || p_actor || ' ' || current_schema());
     END $$""",
     """CREATE OR REPLACE FUNCTION skyhub_feed_claim(
         p_handler TEXT, p_dbs TEXT[], p_owner TEXT, p_now BIGINT, p_until BIGINT, p_n INTEGER, p_skip TEXT, p_max INTEGER)
@@ -567,7 +568,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX IF NOT EXISTS " + TIME_INDEX + " ON docs (db, {status}, written, id) WHERE deleted = 0",
     ), steps=(_install_functions,)),  # PostgreSQL's write function sets the column from now on
     Migration(9, "PostgreSQL: the text index holds only documents with text, caption or lastError; statistics of a "
-              "filled table only; an idle feed claim locks nothing", (), steps=(_search_index_partial, _install_functions)),
+              "filled table only; an idle feed claim locks nothing; a notification names its schema", (), steps=(_search_index_partial, _install_functions)),
 )
 
 
@@ -777,7 +778,7 @@ POSTGRES_TEXTS = {
     "append_change": (
         "WITH c AS (INSERT INTO changes (db, id, rev, body, deleted, actor, at) "
         "VALUES (:db, :id, :rev, :body, :deleted, :actor, :at) RETURNING seq) "
-        "SELECT seq, pg_notify(:channel, seq::text) FROM c"
+        "SELECT seq, pg_notify(:channel, seq::text || ' ' || :db || ' ' || :actor || ' ' || current_schema()) FROM c"
     ),
     "changes_in": "SELECT " + _CHANGE + " FROM changes WHERE seq > :after AND db = ANY(:dbs) ORDER BY seq LIMIT :n",
     "feed_in": (

@@ -4,6 +4,7 @@ read from the server itself. Each of these once cost a job's write or a worker's
 from __future__ import annotations
 
 import threading
+import time
 
 import psycopg
 import pytest
@@ -107,3 +108,38 @@ def test_a_database_of_version_8_gets_the_partial_index_and_its_statistics(pg_ur
         assert analyzed >= 21
     finally:
         store.close()
+
+
+def test_a_commit_to_another_schema_of_the_same_database_wakes_no_one_here(pg_url):
+    from ledger import Elsewhere
+    from skyhub_testkit.postgres import schema
+
+    here, there = open_store(pg_url, Rules(), SYSTEM), open_store(pg_url, Rules(), SYSTEM)
+    heard: list[object] = []
+    got = threading.Event()
+
+    def listener(change):
+        heard.append(change)
+        got.set()
+
+    try:
+        here.subscribe(listener, hints=True)
+        assert got.wait(10)  # LISTEN is in place (its first wake-up: "anything meanwhile")
+        with schema() as elsewhere_url:
+            elsewhere = open_store(elsewhere_url, Rules(), SYSTEM)
+            try:
+                got.clear()
+                heard.clear()
+                elsewhere.put("foreign", {"i": 1}, "f1", actor="user:eve")  # notified first, on the same channel
+                there.put("notes", {"i": 1}, "n1", actor="user:ana")
+                assert got.wait(10), "the other store's commit did not wake this one"
+                for _ in range(200):  # the wake-up may come before the hint lands in the list
+                    if Elsewhere("notes", "user:ana") in heard:
+                        break
+                    time.sleep(0.05)
+            finally:
+                elsewhere.close()
+        assert heard == [Elsewhere("notes", "user:ana")]
+    finally:
+        here.close()
+        there.close()
