@@ -7,6 +7,10 @@ guarded fetcher for every URL a client or an operator chose (``platforms.fetcher
 where the platforms are (the ``[platforms]`` settings), ``ctx.settings`` is the product's own
 settings section and ``ctx.log`` a logger named after the actor. Nothing else: a tick keeps no state between runs, so every one of them runs on a fake clock with a
 mocked transport in a test.
+
+A handler run by the feed may also use what its batch gives it: ``ctx.prepared`` (what the handler's
+``prepare`` hook returned for the batch, see ``ledger/feed.py``) and ``ctx.later(db, write)``, a write
+made with the batch's other later writes in one transaction after the call returns.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .clock import Clock
 from .errors import LedgerError
-from .store import Ledger
+from .store import Ledger, Write
 
 if TYPE_CHECKING:  # the engine does not need httpx to run; products that call out do
     import httpx
@@ -74,6 +78,21 @@ class Context:
     fetch: Any = field(default_factory=lambda: _Missing("guarded fetcher"))
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("skyhub"))
     tries: int = 0  # handlers: failed deliveries of this change before this one
+    prepared: Any = None  # handlers: what the handler's prepare hook returned for this batch (None: nothing)
+    deferred: list[tuple[str, Write]] | None = field(default=None, repr=False)  # the feed's: this call's later writes
+
+    def later(self, db: str, write: Write) -> None:
+        """Write ``write`` to ``db`` as this context's actor once the call has returned. In a feed's batch the
+        later writes of its calls are made together, one transaction per database, before the feed moves
+        its cursor on (while the calls are quick: see ``ledger.feed.FLUSH_S``; the writes of a call that
+        fails are dropped), and a refused one is logged, not raised: use it for a write whose refusal needs no retry,
+        such as the finish of a claim that may have been taken back. Anywhere else it is written at once
+        (a refusal raises). A process that dies before the batch's writes are made loses them, as it
+        would lose a call in progress: the work is done again once its lease runs out."""
+        if self.deferred is None:
+            self.db.put(db, write.doc, write.id, if_rev=write.if_rev, create_only=write.create_only)
+        else:
+            self.deferred.append((db, write))
 
     def now(self) -> int:
         """Epoch milliseconds from the one clock."""

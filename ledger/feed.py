@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .actor import ADMIN, user
@@ -37,11 +37,15 @@ from .guards import fresh
 from .keeper import Keeper, Lease
 from .machine import Edge, Machine
 from .move import Move
-from .store import Batch, Change, Elsewhere, Ledger, Store
+from .store import MAX_BATCH, Batch, Change, Elsewhere, Ledger, Store, Write
 
 log = logging.getLogger(__name__)
 
 DEADLETTERS = "deadletters"
+# A batch's later writes (ctx.later) are made before the next call once the first of them is FLUSH_S old,
+# by the keeper's thread when a call is still running at its next look (5-50 ms: a slow call does not hold
+# the quick ones' writes back), and always before the feed waits to retry and before it moves its cursor.
+FLUSH_S = 0.05
 
 
 @dataclass
@@ -60,6 +64,10 @@ class Handler:
     # for a handler that ignores its own writes, each one saves a claim and a call. Handlers
     # sharing a group should agree on it (a change one of them skips is skipped for the group).
     skip_own: bool = False
+    # once per batch, before its first call: ``prepare(changes, ctx) -> anything``, the batch's changes still
+    # to deliver, under the batch's lease; what it returns is every call's ``ctx.prepared`` (the jobs handler
+    # claims the batch's jobs in one write here). It must be quick; if it raises, the calls get None.
+    prepare: Callable[[Sequence[Change], Context], Any] | None = None
 
     def __post_init__(self) -> None:
         self.dbs = tuple(check_db(d) for d in self.dbs)
@@ -179,7 +187,8 @@ class Feed:
         self._runner.inline = True
         try:
             if resume is not None:
-                self._deliver_batch(h, resume.batch, failed=(resume.seq, resume.error), lease=resume.lease)
+                self._deliver_batch(h, resume.batch, failed=(resume.seq, resume.error), lease=resume.lease,
+                                    prepared=resume.prepared)
         except _Abandoned:
             return
         except LedgerError as exc:
@@ -231,43 +240,97 @@ class Feed:
         return batch.taken or len(batch.changes) >= self.batch_size
 
     def _deliver_batch(self, h: Handler, batch: Batch, failed: tuple[int, str] | None = None,
-                       lease: Lease | None = None) -> None:
+                       lease: Lease | None = None, prepared: Any = None) -> None:
         """Deliver ``batch`` from ``batch.pos`` on; ``failed``: (seq, error) of a call that
-        already failed at ``batch.tries`` (a timed-out call, taken over by a new thread, with its ``lease``)."""
+        already failed at ``batch.tries`` (a timed-out call, taken over by a new thread, with its ``lease``
+        and what the batch's prepare hook gave)."""
         if lease is None:
             lease = Lease(lambda: self.store.feed_renew(batch, self.owner, self.lease_ms), self.lease_ms, self.clock)
-        for change in batch.changes:
-            if change.seq < batch.pos:
-                continue  # delivered before a failure recorded further on
-            tries = batch.tries if change.seq == batch.pos else 0
-            while True:
-                error: str | None
-                if failed is not None and failed[0] == change.seq:
-                    error, failed = failed[1], None
-                else:
-                    error = self._deliver(h, batch, change, tries, lease)
-                if error is None:
-                    self.delivered += 1
-                    break
-                if error == _LOST:
-                    return
-                tries += 1
-                log.warning(
-                    "handler %s failed on %s/%s (try %d of %d): %s", h.name, change.db, change.id, tries, h.max_tries, error,
-                    extra={"handler": h.name, "db": change.db, "id": change.id, "rev": change.rev, "seq": change.seq},
-                )
-                if tries >= h.max_tries:
-                    self._dead_letter(h, change, error, tries)
-                    break
-                batch.pos, batch.tries = change.seq, tries
-                if not lease.renew():  # records the failed try with the batch
-                    return
-                if not self._wait(h.backoff * 2 ** (tries - 1), lease):
-                    return  # lost the lease: another consumer has the batch now
-                if self._stop.is_set():
-                    self.store.feed_renew(batch, self.owner, -1)  # hand it back at once
-                    return
-        self.store.feed_finish(batch, self.owner)
+        work = _Work(prepared)
+        if h.prepare is not None and failed is None:
+            work.prepared = self._prepare(h, [c for c in batch.changes if c.seq >= batch.pos])
+        completed = False
+        try:
+            for change in batch.changes:
+                if change.seq < batch.pos:
+                    continue  # delivered before a failure recorded further on
+                tries = batch.tries if change.seq == batch.pos else 0
+                while True:
+                    if work.later and time.monotonic() - work.since >= FLUSH_S:
+                        self._flush(h, work)
+                    error: str | None
+                    if failed is not None and failed[0] == change.seq:
+                        error, failed = failed[1], None
+                    else:
+                        error = self._deliver(h, batch, change, tries, lease, work)
+                    if error is None:
+                        self.delivered += 1
+                        break
+                    if error == _LOST:
+                        return
+                    tries += 1
+                    log.warning(
+                        "handler %s failed on %s/%s (try %d of %d): %s", h.name, change.db, change.id, tries, h.max_tries, error,
+                        extra={"handler": h.name, "db": change.db, "id": change.id, "rev": change.rev, "seq": change.seq},
+                    )
+                    self._flush(h, work)  # what the calls before it did, before any wait
+                    if tries >= h.max_tries:
+                        self._dead_letter(h, change, error, tries)
+                        break
+                    batch.pos, batch.tries = change.seq, tries
+                    if not lease.renew():  # records the failed try with the batch
+                        return
+                    if not self._wait(h.backoff * 2 ** (tries - 1), lease):
+                        return  # lost the lease: another consumer has the batch now
+                    if self._stop.is_set():
+                        self.store.feed_renew(batch, self.owner, -1)  # hand it back at once
+                        return
+            completed = True
+        finally:
+            flushed = self._flush(h, work)  # on every way out: the calls that returned did their work
+        if completed and flushed:
+            self.store.feed_finish(batch, self.owner)
+
+    def _prepare(self, h: Handler, changes: list[Change]) -> Any:
+        """The handler's prepare hook for a batch's changes (None when it raised: each call does its own)."""
+        if not changes or h.prepare is None:
+            return None
+        ctx = make_context(Ledger(self.store, h.actor, self.clock), h.name, self.services, settings=h.settings)
+        try:
+            return h.prepare(changes, ctx)
+        except Exception as exc:  # noqa: BLE001 - the calls go on without it
+            reason = exc.reason if isinstance(exc, LedgerError) else f"{type(exc).__name__}: {exc}"
+            log.warning("handler %s: preparing a batch of %d failed, each change goes alone: %s", h.name, len(changes), reason,
+                        extra={"handler": h.name})
+            return None
+
+    def _flush(self, h: Handler, work: _Work) -> bool:
+        """Make the later writes of the batch's calls so far, one ``put_many`` per database; False when the
+        store failed (the batch is then not finished: it is delivered again once its lease runs out)."""
+        with work.lock:
+            writes, work.later = work.later, []
+        if not writes:
+            return True
+        by_db: dict[str, list[Write]] = {}
+        for db, w in writes:
+            by_db.setdefault(db, []).append(w)
+        ledger = Ledger(self.store, h.actor, self.clock)
+        ok = True
+        for db, group in by_db.items():
+            for start in range(0, len(group), MAX_BATCH):
+                chunk = group[start:start + MAX_BATCH]
+                try:
+                    outcomes = ledger.put_many(db, chunk)
+                except LedgerError as exc:
+                    log.warning("handler %s: %d later writes to %s failed: %s", h.name, len(chunk), db, exc.reason,
+                                extra={"handler": h.name, "db": db})
+                    ok = False
+                    continue
+                for w, outcome in zip(chunk, outcomes, strict=True):
+                    if isinstance(outcome, LedgerError):
+                        log.warning("handler %s: its later write of %s/%s was refused: %s", h.name, db, w.id, outcome.reason,
+                                    extra={"handler": h.name, "db": db, "id": w.id})
+        return ok
 
     def _wait(self, seconds: float, lease: Lease) -> bool:
         """Sleep ``seconds`` (wakes on stop) while keeping the batch's lease; False when it was lost."""
@@ -281,11 +344,12 @@ class Feed:
                 return False
         return True
 
-    def _deliver(self, h: Handler, batch: Batch, change: Change, tries: int, lease: Lease) -> str | None:
+    def _deliver(self, h: Handler, batch: Batch, change: Change, tries: int, lease: Lease, work: _Work) -> str | None:
         """One call of the handler under the batch's lease: None, its failure, or _LOST. A runner started by
         ``start()`` calls it itself; past its time limit the keeper starts another runner, which counts the
         call as a failed try and goes on, and this thread ends (_Abandoned) whenever the call returns."""
         ctx = make_context(Ledger(self.store, h.actor, self.clock), h.name, self.services, settings=h.settings, tries=tries)
+        ctx.prepared, ctx.deferred = work.prepared, []
         batch.pos, batch.tries = change.seq, tries  # what a renewal records of the batch's progress
         inline = bool(getattr(self._runner, "inline", False))
         me = threading.current_thread()
@@ -295,15 +359,21 @@ class Feed:
                 self._threads = [t for t in self._threads if t is not me]
             batch.pos, batch.tries = change.seq, tries
             if not self._stop.is_set():
-                self._spawn(h, _Resume(batch, change.seq, f"timed out after {h.timeout:g} s", lease))
+                self._spawn(h, _Resume(batch, change.seq, f"timed out after {h.timeout:g} s", lease, work.prepared))
 
         outcome = self._keeper.call(h.fn, change, ctx, lease=lease, timeout=h.timeout, inline=inline,
-                                    on_abandon=take_over if inline else None, thread_name=f"handler:{h.cursor}")
+                                    on_abandon=take_over if inline else None, thread_name=f"handler:{h.cursor}",
+                                    meanwhile=(lambda: self._flush(h, work)) if work.later else None)
         if outcome.abandoned:
             raise _Abandoned
         if outcome.lost:
             log.warning("handler %s: lost the batch lease while a change was running", h.name)
             return _LOST
+        if outcome.error is None and ctx.deferred:
+            with work.lock:
+                if not work.later:
+                    work.since = time.monotonic()
+                work.later.extend(ctx.deferred)
         return outcome.error
 
     def _dead_letter(self, h: Handler, change: Change, error: str, tries: int) -> None:
@@ -338,3 +408,14 @@ class _Resume:
     seq: int
     error: str
     lease: Lease
+    prepared: Any = None
+
+
+@dataclass
+class _Work:
+    """What a batch's calls share: the prepare hook's result, and the later writes not made yet (since when)."""
+
+    prepared: Any = None
+    later: list[tuple[str, Write]] = field(default_factory=list)
+    since: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)  # the runner adds, the keeper's thread may write

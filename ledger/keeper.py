@@ -85,10 +85,12 @@ class Outcome:
 class _Call:
     """A call in progress, as the keeper's thread sees it."""
 
-    __slots__ = ("lease", "deadline", "timeout", "on_abandon", "lock", "over", "timed_out", "ended")
+    __slots__ = ("lease", "deadline", "timeout", "on_abandon", "meanwhile", "lock", "over", "timed_out", "ended")
 
-    def __init__(self, lease: Lease, timeout: float | None, on_abandon: Callable[[], None] | None) -> None:
+    def __init__(self, lease: Lease, timeout: float | None, on_abandon: Callable[[], None] | None,
+                 meanwhile: Callable[[], object] | None = None) -> None:
         self.lease = lease
+        self.meanwhile = meanwhile
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout if timeout is not None else None
         self.on_abandon = on_abandon
@@ -113,10 +115,12 @@ class Keeper:
     def call(
         self, fn: Callable[..., Any], *args: Any, lease: Lease, timeout: float | None = None, inline: bool = True,
         on_abandon: Callable[[], None] | None = None, thread_name: str | None = None,
+        meanwhile: Callable[[], object] | None = None,
     ) -> Outcome:
         """Run ``fn(*args)`` while ``lease`` is kept, for at most ``timeout`` seconds (None: no limit). See the
-        module docstring for ``inline`` and ``on_abandon`` (called from the keeper's thread)."""
-        call = _Call(lease, timeout, on_abandon)
+        module docstring for ``inline`` and ``on_abandon`` (called from the keeper's thread). ``meanwhile``:
+        called once from the keeper's thread if the call is still running at the keeper's next look."""
+        call = _Call(lease, timeout, on_abandon, meanwhile)
         self._watch(call)
         if inline:
             return self._inline(call, fn, args)
@@ -182,6 +186,12 @@ class Keeper:
                 self._look(call)
 
     def _look(self, call: _Call) -> None:
+        meanwhile, call.meanwhile = call.meanwhile, None
+        if meanwhile is not None and not call.over:
+            try:
+                meanwhile()
+            except Exception:  # noqa: BLE001 - logged; the call and the keeper go on
+                log.exception("%s: the work beside a call failed", self.name)
         with call.lock:
             if call.over:
                 return

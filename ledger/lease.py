@@ -24,7 +24,7 @@ from .clock import Clock
 from .errors import Conflict, Forbidden, LedgerError
 from .guards import lease_expired
 from .machine import Machine, Rules
-from .store import Change, Doc, Ledger, Store
+from .store import Change, Doc, Ledger, Store, Write
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,8 @@ def _body(doc: Doc) -> Doc:
     return {k: v for k, v in doc.items() if not k.startswith("_")}
 
 
-def claim(db: Ledger, dbname: str, doc: Doc, status: str, lease_ms: int, now_ms: int, **fields: Any) -> Doc:
-    """Take ``doc`` (as read) into ``status``; raises Conflict if someone else got there first."""
+def claim_write(doc: Doc, status: str, lease_ms: int, now_ms: int, **fields: Any) -> Write:
+    """The write that takes ``doc`` (as read) into ``status``: a fresh claimId, the lease, one more attempt."""
     new = _body(doc)
     new.update(fields)
     new.update(
@@ -45,7 +45,13 @@ def claim(db: Ledger, dbname: str, doc: Doc, status: str, lease_ms: int, now_ms:
         leaseUntil=now_ms + lease_ms,
         attempts=int(doc.get("attempts") or 0) + 1,
     )
-    return db.put(dbname, new, doc["_id"], if_rev=doc["_rev"])
+    return Write(new, doc["_id"], if_rev=doc["_rev"])
+
+
+def claim(db: Ledger, dbname: str, doc: Doc, status: str, lease_ms: int, now_ms: int, **fields: Any) -> Doc:
+    """Take ``doc`` (as read) into ``status``; raises Conflict if someone else got there first."""
+    w = claim_write(doc, status, lease_ms, now_ms, **fields)
+    return db.put(dbname, w.doc, w.id, if_rev=w.if_rev)
 
 
 def heartbeat(db: Ledger, dbname: str, held: Doc, lease_ms: int, now_ms: int) -> Doc:
@@ -55,14 +61,20 @@ def heartbeat(db: Ledger, dbname: str, held: Doc, lease_ms: int, now_ms: int) ->
     return db.put(dbname, new, held["_id"], if_rev=held["_rev"])
 
 
-def finish(db: Ledger, dbname: str, held: Doc, status: str, **fields: Any) -> Doc:
-    """Move a held document on with its claimId; refused as a stale claim if it was taken back."""
+def finish_write(held: Doc, status: str, **fields: Any) -> Write:
+    """The write that moves a held document on with its claimId (refused if the claim was taken back)."""
     new = _body(held)
     new.pop("leaseUntil", None)
     new.update(fields)
     new["status"] = status
+    return Write(new, held["_id"], if_rev=held["_rev"])
+
+
+def finish(db: Ledger, dbname: str, held: Doc, status: str, **fields: Any) -> Doc:
+    """Move a held document on with its claimId; refused as a stale claim if it was taken back."""
+    w = finish_write(held, status, **fields)
     try:
-        return db.put(dbname, new, held["_id"], if_rev=held["_rev"])
+        return db.put(dbname, w.doc, w.id, if_rev=w.if_rev)
     except Conflict:
         head = db.get(dbname, held["_id"])
         if head.get("claimId") != held.get("claimId") or head.get("status") != held.get("status"):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ledger import SYSTEM, open_store
+from ledger.store import Write
 from tests.conftest import default_rules
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -153,6 +154,43 @@ def test_a_worker_killed_holding_claims_is_recovered_by_the_others(backend_url, 
         assert job["result"]["pid"] != victim.pid
         assert any(c.actor == "tick:sweep" for c in store.history("jobs", job_id)), "recovered without the sweep"
     assert store.query("jobs", "status", "failed").docs == []
+
+
+def test_a_worker_killed_with_quick_jobs_claimed_and_finished_a_batch_at_a_time_loses_none(backend_url, tmp_path, stores):
+    """Quick work: a worker claims a feed batch's jobs in one write and finishes them in one more. Killed in
+    the middle of a batch (its work hangs), it holds claims of jobs it never started and finishes it has
+    not written: every job is still done exactly once, by the others, after the sweep takes them back."""
+    jobs = 150
+    store = stores(backend_url)
+    procs = start_workers(backend_url, tmp_path, 3, group="shared", lease_ms=1_500, feed_lease_ms=1_000,
+                          hang_after=lambda i: 13 if i == 0 else 0)
+    victim, victim_log = procs[0]
+    try:
+        ids = [f"job{i:04d}" for i in range(jobs)]
+        # all at once: every feed batch is full (10 jobs), and after its first the victim claims them together
+        store.put_many("jobs", [Write({"type": "job", "status": "pending", "input": {"id": j}}, j) for j in ids],
+                       actor="user:ana")
+        deadline = time.monotonic() + 120
+        while "hang " not in victim_log.read_text():
+            assert time.monotonic() < deadline, "the victim never reached its hanging job"
+            time.sleep(0.01)
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait()
+        wait_all_done(store, jobs)
+    finally:
+        stop_workers(procs)
+    check_done_exactly_once(store, ids)
+    assert store.query("jobs", "status", "failed").docs == []
+    lines = victim_log.read_text().splitlines()
+    hung = next(l.split()[1] for l in lines if l.startswith("hang "))
+    job = store.get("jobs", hung.split(":")[0])
+    assert job["result"]["pid"] != victim.pid and job["attempts"] >= 2
+    by_victim = {j for j in ids if store.get("jobs", j)["result"]["pid"] == victim.pid}
+    assert by_victim, "the victim finished nothing before it hung"
+    for job_id in ids:  # a job the victim held but never finished went home by the sweep, then to another worker
+        history = store.history("jobs", job_id)
+        if job_id not in by_victim and sum(1 for c in history if c.doc["status"] == "running") > 1:
+            assert any(c.actor == "tick:sweep" for c in history), f"{job_id} recovered without the sweep"
 
 
 def test_processes_share_the_feed_and_a_killed_ones_batch_is_redelivered(pg_url, tmp_path, stores):

@@ -2,7 +2,7 @@
 store until SIGTERM. Each piece of work is logged (start/end) to a per-process file so the
 test can tell which claims a killed process held.
 
-    python tests/integration/worker.py URL LOGFILE --group G --lease-ms N --work-ms N
+    python tests/integration/worker.py URL LOGFILE --group G --lease-ms N --work-ms N [--hang-after N]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--feed-lease-ms", type=int, default=10_000)
     parser.add_argument("--work-ms", type=float, default=0.0)
     parser.add_argument("--mode", choices=["jobs", "notes"], default="jobs")
+    parser.add_argument("--hang-after", type=int, default=0, help="the work of the job after this many never ends")
     args = parser.parse_args()
 
     rules = Rules([JOBS, deadletter_machine()])
@@ -37,8 +38,14 @@ def main() -> None:
     log = open(args.log, "a", buffering=1)
     pid = os.getpid()
 
+    worked = []
+
     def work(key, job, ctx):
         log.write(f"start {key}\n")
+        worked.append(key)
+        if args.hang_after and len(worked) > args.hang_after:
+            log.write(f"hang {key}\n")
+            time.sleep(3600)
         if args.work_ms:
             time.sleep(args.work_ms / 1000)
         log.write(f"end {key}\n")
