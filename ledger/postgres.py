@@ -62,19 +62,30 @@ _LOCK = POSTGRES.compile("SELECT pg_advisory_xact_lock(:lock)")
 # ``put_many``: a batch's documents in two statements (the new ones, then the others) and its changes in
 # one, whatever its size; arrays of ids, revisions and bodies, unnested in the server
 _BATCH = "unnest(:ids::text[], :revs::text[], :bodies::text[])"
-_INSERT_DOCS = POSTGRES.compile(
+
+
+def _batch_sql(text: str) -> str:
+    """A batch statement with its arrays sent in binary: the text format escapes every quote of every
+    body (a regular-expression substitution each, about a third of a batch's time in Python)."""
+    sql = POSTGRES.compile(text)
+    for name in ("ids", "revs", "bodies"):
+        sql = sql.replace(f"%({name})s", f"%({name})b")
+    return sql
+
+
+_INSERT_DOCS = _batch_sql(
     # in id order, as the heads were locked: two batches creating the same ids wait in one order, never in a circle
     "INSERT INTO docs (db, id, rev, body, deleted, written) SELECT :db, u.id, u.rev, u.body::jsonb, 0, :at "
     f"FROM {_BATCH} AS u(id, rev, body) ORDER BY u.id ON CONFLICT (db, id) DO NOTHING RETURNING id"
 )
-_UPDATE_DOCS = POSTGRES.compile(
+_UPDATE_DOCS = _batch_sql(
     "UPDATE docs AS d SET rev = u.rev, body = u.body::jsonb, deleted = 0, written = :at "
     f"FROM {_BATCH} AS u(id, rev, body) WHERE d.db = :db AND d.id = u.id"
 )
 # the changes in the batch's order, whatever order the server makes its rows in: the batch's seqs are drawn
 # first (under the append lock, taken by the statement before) and the k-th smallest goes to the k-th
 # change; one NOTIFY for the batch, worded as skyhub_write words it (other processes' feeds wake once)
-_APPEND_MANY = POSTGRES.compile(
+_APPEND_MANY = _batch_sql(
     "WITH s AS (SELECT nextval(pg_get_serial_sequence('changes', 'seq')) AS seq FROM generate_series(1, :count)), "
     "r AS (SELECT seq, row_number() OVER (ORDER BY seq) AS k FROM s), "
     "c AS (INSERT INTO changes (seq, db, id, rev, body, deleted, actor, at) "

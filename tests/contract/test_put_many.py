@@ -182,3 +182,30 @@ def test_the_rules_read_a_document_the_batch_wrote_before(make):
     assert out[0]["role"] == "editor"
     assert isinstance(out[1], Forbidden) and "as editor" in out[1].reason
     assert store.get("docs", "d1")["status"] == "draft"
+
+
+def test_another_process_hears_a_batch_once_with_its_database_and_actor(make, backend):
+    """One NOTIFY for a batch (PostgreSQL), worded as a single write's: another store's feeds wake once."""
+    if backend != "postgres":
+        pytest.skip("NOTIFY is PostgreSQL's")
+    import threading
+    import time
+
+    from ledger.store import Elsewhere
+
+    here, there = make(), make()
+    heard: list = []
+    got = threading.Event()
+
+    def listener(change):
+        heard.append(change)
+        got.set()
+
+    here.subscribe(listener, hints=True)
+    assert got.wait(10)  # LISTEN is in place: its first wake-up ("anything meanwhile") came
+    got.clear()
+    heard.clear()
+    there.put_many("notes", [Write({"v": i}, f"n{i}") for i in range(30)], actor="user:ana")
+    assert got.wait(10), "the other store's batch did not wake this one"
+    time.sleep(0.3)  # any further notification would have come by now
+    assert heard == [Elsewhere("notes", "user:ana")]
