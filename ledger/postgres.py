@@ -8,7 +8,9 @@ the append and the commit. LISTEN/NOTIFY wakes the feeds of other processes.
 One round trip each: a write, a feed claim, renew and finish are each one statement calling a
 server-side function (``ledger/schema.py``, migration 6) in that statement's own transaction.
 The machine rules run here, before the call, against the head the write expects; the function
-writes only if the head is still there (see ``_write`` and ``ledger/heads.py``).
+writes only if the head is still there (see ``_write`` and ``ledger/heads.py``). A batch
+(``put_many``) takes the same few statements whatever its size: its heads, its documents
+from arrays (``unnest``), the append lock, and its changes with one NOTIFY (``_write_docs``).
 
 Fail fast, give back what you take: connections come from a bounded pool and return to it
 after each operation. Each has TCP keepalives, a connect timeout and a statement timeout;
