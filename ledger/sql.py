@@ -39,7 +39,7 @@ from .document import (
 )
 from .errors import BackendError, Conflict, Invalid, LedgerError, NotFound
 from .indexes import BUILTIN, IndexCatalog
-from .machine import Rules
+from .machine import Reader, Rules
 from .schema import Dialect, Queries, declared_pairs, drop_index_sql, migrate, time_query
 from .search import COUNT_CAP, SearchSQL, parse_search, search_args, search_sql
 from .store import (
@@ -69,6 +69,12 @@ TICK_RUNS_KEPT = 200
 SCAN_ROWS = 10_000  # documents a query on a field without an index examines per page
 PENDING_CAP = 10_000  # feed_position counts a handler's pending changes up to this many
 SEQ_MAX = 2**63 - 1
+
+
+Prepared = tuple[int, str, Doc, str, str | None, bool]
+"""A batch's write that passed the checks needing no head: (index in the batch, id, body, its JSON, if_rev, create_only)."""
+Admitted = tuple[int, str, Doc, str, str]
+"""A batch's write admitted and written: (index in the batch, id, body, revision, its JSON)."""
 
 
 class Head:
@@ -117,16 +123,11 @@ class SQLStore:
         """A transaction for schema changes: one process at a time, no statement time limit."""
         raise NotImplementedError
 
-    def _append_change(self, cur: Any, args: dict[str, Any], again: bool = False, batch: bool = False) -> int:
+    def _append_change(self, cur: Any, args: dict[str, Any], again: bool = False) -> int:
         """Append a change in the write's transaction; its seq. ``again``: this transaction appended before
-        (a backend that locks the log for an append has the lock already); ``batch``: one of a batch's
-        appends (``_appended`` follows the last)."""
+        (a backend that locks the log for an append has the lock already)."""
         cur.execute(self.q.append_change, args)
         return int(cur.fetchone()[0])
-
-    def _appended(self, cur: Any, db: str, actor: str, last: int) -> None:
-        """A batch's changes up to seq ``last`` are appended, in its transaction (a backend may tell other
-        processes once here rather than once per change)."""
 
     def _missing_index(self, exc: BackendError) -> bool:
         """Whether ``exc`` says a query named an index that is gone (dropped by another process)."""
@@ -313,7 +314,7 @@ class SQLStore:
         parse_actor(actor)
         batch = check_batch(writes)
         out: list[Written | None] = [None] * len(batch)
-        prepared: list[tuple[int, str, Doc, str, str | None, bool]] = []
+        prepared: list[Prepared] = []
         for i, w in enumerate(batch):
             try:
                 prepared.append((i, *self._prepare(db, w.doc, w.id, w.if_rev, w.create_only), w.create_only))
@@ -322,38 +323,10 @@ class SQLStore:
         if not prepared:
             return [o for o in out if o is not None]
         now = self._clock.now_ms()
-        done: list[tuple[int, str, Doc, str, str]] = []  # (index, id, body, rev, text) of the writes admitted
-        seqs: list[int] = []
         with self._tx() as cur:
             heads = self._lock_heads(cur, db, sorted({p[1] for p in prepared}))
-            stored = {k for k, v in heads.items() if v is not None}  # rows that exist in the database
-            # documents in id order (as their heads were locked: two batches that create the same new ids
-            # wait for each other in one order, never in a circle), a repeated id in the batch's order
-            for i, doc_id, body, text, if_rev, create_only in sorted(prepared, key=lambda p: (p[1], p[0])):
-                head = heads[doc_id]
-                try:
-                    rev = self._admit(db, doc_id, head, body, text, actor, if_rev, create_only, False, now, cur)
-                except LedgerError as exc:
-                    out[i] = exc
-                    continue
-                args = {"db": db, "id": doc_id, "rev": rev, "body": text, "deleted": 0, "at": now}
-                if doc_id not in stored:
-                    cur.execute(self.q.insert_doc, args)
-                    if cur.rowcount != 1:
-                        out[i] = Conflict(f"document {doc_id!r} was created in {db!r} by another writer just now")
-                        heads[doc_id] = None
-                        continue
-                    stored.add(doc_id)
-                else:
-                    cur.execute(self.q.update_doc, args)
-                heads[doc_id] = Head(rev, body, False)
-                done.append((i, doc_id, body, rev, text))
-            done.sort(key=lambda d: d[0])  # the changes in the batch's order
-            for _, doc_id, _, rev, text in done:
-                args = {"db": db, "id": doc_id, "rev": rev, "body": text, "deleted": 0, "at": now, "actor": actor}
-                seqs.append(self._append_change(cur, args, again=bool(seqs), batch=True))
-            if seqs:
-                self._appended(cur, db, actor, seqs[-1])
+            done = self._write_docs(cur, db, actor, prepared, heads, out, now)
+            seqs = self._append_changes(cur, db, actor, done, now) if done else []
         for (i, doc_id, body, rev, text), seq in zip(done, seqs, strict=True):
             self._wrote(db, doc_id, rev, text)
             out[i] = self._written(db, doc_id, body, rev, False, actor, now, seq, committed=False)
@@ -362,6 +335,50 @@ class SQLStore:
         outcomes = [o for o in out if o is not None]
         assert len(outcomes) == len(batch), "every write of a batch has an outcome"
         return outcomes
+
+    def _write_docs(
+        self, cur: Any, db: str, actor: str, prepared: list[Prepared], heads: dict[str, Head | None],
+        out: list[Written | None], now: int,
+    ) -> list[Admitted]:
+        """Judge a batch's writes against the locked ``heads`` and write their documents, in ``cur``'s
+        transaction; each refusal goes to ``out`` at its write's index. The writes admitted and written,
+        in the batch's order (their changes are appended in that order). One statement per document here;
+        a backend may write them all at once (``PostgresStore._write_docs``)."""
+        done: list[Admitted] = []
+        stored = {k for k, v in heads.items() if v is not None}  # rows that exist in the database
+        # documents in id order (as their heads were locked: two batches that create the same new ids
+        # wait for each other in one order, never in a circle), a repeated id in the batch's order
+        for i, doc_id, body, text, if_rev, create_only in sorted(prepared, key=lambda p: (p[1], p[0])):
+            head = heads[doc_id]
+            try:
+                rev = self._admit(db, doc_id, head, body, text, actor, if_rev, create_only, False, now, cur)
+            except LedgerError as exc:
+                out[i] = exc
+                continue
+            args = {"db": db, "id": doc_id, "rev": rev, "body": text, "deleted": 0, "at": now}
+            if doc_id not in stored:
+                cur.execute(self.q.insert_doc, args)
+                if cur.rowcount != 1:
+                    out[i] = Conflict(f"document {doc_id!r} was created in {db!r} by another writer just now")
+                    heads[doc_id] = None
+                    continue
+                stored.add(doc_id)
+            else:
+                cur.execute(self.q.update_doc, args)
+            heads[doc_id] = Head(rev, body, False)
+            done.append((i, doc_id, body, rev, text))
+        done.sort(key=lambda d: d[0])  # the changes in the batch's order
+        return done
+
+    def _append_changes(self, cur: Any, db: str, actor: str, done: list[Admitted], now: int) -> list[int]:
+        """Append the changes of a batch's written documents (``done``, not empty) in that order, in ``cur``'s
+        transaction, under the log's append lock taken once; their seqs. One statement per change here
+        (SQLite's, where a statement costs no round trip); ``PostgresStore._append_changes`` makes one."""
+        seqs: list[int] = []
+        for _, doc_id, _, rev, text in done:
+            args = {"db": db, "id": doc_id, "rev": rev, "body": text, "deleted": 0, "at": now, "actor": actor}
+            seqs.append(self._append_change(cur, args, again=bool(seqs)))
+        return seqs
 
     def _lock_heads(self, cur: Any, db: str, ids: list[str]) -> dict[str, Head | None]:
         """The heads of ``ids`` (sorted) in the write's transaction, each locked for the write (None: no such row)."""
@@ -407,10 +424,11 @@ class SQLStore:
 
     def _admit(
         self, db: str, id: str, head: Head | None, body: Doc, text: str, actor: str,
-        if_rev: str | None, create_only: bool, deleted: bool, now: int, cur: Any = None,
+        if_rev: str | None, create_only: bool, deleted: bool, now: int, cur: Any = None, read: Reader | None = None,
     ) -> str:
         """Check a write against the head (``if_rev``, ``create_only``, the machine rules); the new revision.
-        ``cur``: the write's transaction, where the rules read what they need (a person's role)."""
+        ``cur``: the write's transaction, where the rules read what they need (a person's role); ``read``:
+        how they read instead (a batch's reader that sees the batch's own writes judged before this one)."""
         live = head is not None and not head.deleted
         if create_only and live:
             raise Conflict(f"document {id!r} already exists in {db!r} (rev {head.rev})")  # type: ignore[union-attr]
@@ -421,10 +439,11 @@ class SQLStore:
             raise NotFound(f"no document {id!r} in {db!r}")
         old = head.body if live else None  # type: ignore[union-attr]
         blind = if_rev is None and not create_only
-        self.rules.check(db, old, None if deleted else body, actor, now, blind=blind, doc_id=id, read=self._reader(cur))
+        self.rules.check(db, old, None if deleted else body, actor, now, blind=blind, doc_id=id,
+                         read=read if read is not None else self._reader(cur))
         return next_rev(head.rev if head else None, text, deleted)
 
-    def _reader(self, cur: Any = None) -> Callable[[str, str], Doc | None]:
+    def _reader(self, cur: Any = None) -> Reader:
         """``read(db, id)`` for the rules: a head body, on ``cur`` (the write's transaction) when given,
         else on a pooled connection of its own (PostgreSQL judges a write before the one statement
         that makes it; see ``PostgresStore._write``)."""
