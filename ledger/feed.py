@@ -37,7 +37,7 @@ from .guards import fresh
 from .keeper import Keeper, Lease
 from .machine import Edge, Machine
 from .move import Move
-from .store import MAX_BATCH, Batch, Change, Elsewhere, Ledger, Store, Write
+from .store import MAX_BATCH, Batch, Change, Elsewhere, Ledger, Store, Write, Writes
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,12 @@ class Handler:
     # for a handler that ignores its own writes, each one saves a claim and a call. Handlers
     # sharing a group should agree on it (a change one of them skips is skipped for the group).
     skip_own: bool = False
-    # once per batch, before its first call: ``prepare(changes, ctx) -> anything``, the batch's changes still
-    # to deliver, under the batch's lease; what it returns is every call's ``ctx.prepared`` (the jobs handler
-    # claims the batch's jobs in one write here). It must be quick; if it raises, the calls get None.
-    prepare: Callable[[Sequence[Change], Context], Any] | None = None
+    # once per batch, before its first call: ``prepare(changes, ctx) -> (db, [Write]) | None`` for the batch's
+    # changes still to deliver: writes made as the handler's actor with the batch's claim, in its transaction
+    # (the jobs handler claims the batch's jobs). Every call's ``ctx.prepared`` maps each write's
+    # (id, if_rev) to its outcome (the document written, or the refusal). It runs inside the claim's
+    # transaction: quick, and without the store (ctx.db is not to be used); if it raises, nothing is prepared.
+    prepare: Callable[[Sequence[Change], Context], tuple[str, list[Write]] | None] | None = None
 
     def __post_init__(self) -> None:
         self.dbs = tuple(check_db(d) for d in self.dbs)
@@ -195,10 +197,11 @@ class Feed:
             log.warning("feed %s: %s", h.cursor, exc.reason)
         except Exception:
             log.exception("feed %s: unexpected failure", h.cursor)
+        woken = False
         while not self._stop.is_set():
             wake.clear()  # before the claim: a commit from now on wakes the wait below
             try:
-                more = self._step(h)
+                more = self._step(h, woken)
             except _Abandoned:
                 return  # this thread's handler call ran past its time: another thread took over
             except LedgerError as exc:
@@ -210,7 +213,9 @@ class Feed:
             if not more:
                 # nothing, or a short batch: the claim read everything there was, so only a
                 # commit since (or the idle interval, for expired leases) can bring more
-                wake.wait(self.idle_interval)
+                woken = wake.wait(self.idle_interval)
+            else:
+                woken = False
 
     def drain(self, max_batches: int = 10_000) -> int:
         """Deliver everything pending to every handler, in this thread. Returns batches run."""
@@ -229,11 +234,13 @@ class Feed:
         """Claim one batch for ``h`` and deliver it. False when there was nothing to do."""
         return self._step(h) is not None
 
-    def _step(self, h: Handler) -> bool | None:
+    def _step(self, h: Handler, woken: bool = False) -> bool | None:
         """One batch: None when there was none, else whether more may be waiting at once
-        (a full batch, or a dead consumer's batch taken over)."""
+        (a full batch, or a dead consumer's batch taken over). ``woken``: a commit woke the runner."""
         skip = h.actor if h.skip_own else None
-        batch = self.store.feed_claim(h.cursor, h.dbs, self.owner, self.lease_ms, self.batch_size, skip_actor=skip)
+        also = (lambda b: self._claim_writes(h, b)) if h.prepare is not None else None
+        batch = self.store.feed_claim(h.cursor, h.dbs, self.owner, self.lease_ms, self.batch_size, skip_actor=skip,
+                                      also=also, woken=woken)
         if batch is None:
             return None
         self._deliver_batch(h, batch)
@@ -247,8 +254,10 @@ class Feed:
         if lease is None:
             lease = Lease(lambda: self.store.feed_renew(batch, self.owner, self.lease_ms), self.lease_ms, self.clock)
         work = _Work(prepared)
-        if h.prepare is not None and failed is None:
-            work.prepared = self._prepare(h, [c for c in batch.changes if c.seq >= batch.pos])
+        if batch.made is not None:  # made with the claim
+            work.prepared = {(w.id, w.if_rev): o for w, o in zip(batch.made.writes, batch.made.outcomes, strict=True)}
+        elif h.prepare is not None and failed is None:
+            work.prepared = self._prepare(h, batch)
         completed = False
         try:
             for change in batch.changes:
@@ -287,50 +296,81 @@ class Feed:
                         return
             completed = True
         finally:
-            flushed = self._flush(h, work)  # on every way out: the calls that returned did their work
+            # on every way out the calls that returned did their work: their later writes are made (the last
+            # group with the batch's finish, in its transaction)
+            flushed, last = self._flush(h, work, keep_last=completed)
         if completed and flushed:
-            self.store.feed_finish(batch, self.owner)
+            also = Writes(last[0], last[1], h.actor) if last is not None else None
+            self.store.feed_finish(batch, self.owner, also=also)
+            if also is not None:
+                self._refused(h, also.db, also.writes, also.outcomes)
 
-    def _prepare(self, h: Handler, changes: list[Change]) -> Any:
-        """The handler's prepare hook for a batch's changes (None when it raised: each call does its own)."""
+    def _claim_writes(self, h: Handler, batch: Batch) -> Writes | None:
+        """The prepare hook's writes for a batch being claimed (inside the claim's transaction)."""
+        made = self._prepare_hook(h, batch)
+        return Writes(made[0], made[1], h.actor) if made is not None else None
+
+    def _prepare_hook(self, h: Handler, batch: Batch) -> tuple[str, list[Write]] | None:
+        changes = [c for c in batch.changes if c.seq >= batch.pos]
         if not changes or h.prepare is None:
             return None
         ctx = make_context(Ledger(self.store, h.actor, self.clock), h.name, self.services, settings=h.settings)
         try:
-            return h.prepare(changes, ctx)
+            made = h.prepare(changes, ctx)
         except Exception as exc:  # noqa: BLE001 - the calls go on without it
             reason = exc.reason if isinstance(exc, LedgerError) else f"{type(exc).__name__}: {exc}"
             log.warning("handler %s: preparing a batch of %d failed, each change goes alone: %s", h.name, len(changes), reason,
                         extra={"handler": h.name})
             return None
+        return made if made is not None and made[1] else None
 
-    def _flush(self, h: Handler, work: _Work) -> bool:
+    def _prepare(self, h: Handler, batch: Batch) -> dict[tuple[str | None, str | None], Any] | None:
+        """The prepare hook's writes made on their own (a batch claimed without them, e.g. taken over)."""
+        made = self._prepare_hook(h, batch)
+        if made is None:
+            return None
+        db, writes = made
+        try:
+            outcomes = Ledger(self.store, h.actor, self.clock).put_many(db, writes)
+        except LedgerError as exc:
+            log.warning("handler %s: the writes prepared for a batch failed, each change goes alone: %s", h.name, exc.reason,
+                        extra={"handler": h.name})
+            return None
+        return {(w.id, w.if_rev): o for w, o in zip(writes, outcomes, strict=True)}
+
+    def _flush(self, h: Handler, work: _Work, keep_last: bool = False) -> tuple[bool, tuple[str, list[Write]] | None]:
         """Make the later writes of the batch's calls so far, one ``put_many`` per database; False when the
-        store failed (the batch is then not finished: it is delivered again once its lease runs out)."""
+        store failed (the batch is then not finished: it is delivered again once its lease runs out).
+        ``keep_last``: the last database's writes (up to MAX_BATCH) are handed back unwritten, for the finish."""
         with work.lock:
             writes, work.later = work.later, []
         if not writes:
-            return True
+            return True, None
+        groups: list[tuple[str, list[Write]]] = []
         by_db: dict[str, list[Write]] = {}
         for db, w in writes:
             by_db.setdefault(db, []).append(w)
+        for db, group in by_db.items():
+            groups.extend((db, group[i:i + MAX_BATCH]) for i in range(0, len(group), MAX_BATCH))
+        last = groups.pop() if keep_last else None
         ledger = Ledger(self.store, h.actor, self.clock)
         ok = True
-        for db, group in by_db.items():
-            for start in range(0, len(group), MAX_BATCH):
-                chunk = group[start:start + MAX_BATCH]
-                try:
-                    outcomes = ledger.put_many(db, chunk)
-                except LedgerError as exc:
-                    log.warning("handler %s: %d later writes to %s failed: %s", h.name, len(chunk), db, exc.reason,
-                                extra={"handler": h.name, "db": db})
-                    ok = False
-                    continue
-                for w, outcome in zip(chunk, outcomes, strict=True):
-                    if isinstance(outcome, LedgerError):
-                        log.warning("handler %s: its later write of %s/%s was refused: %s", h.name, db, w.id, outcome.reason,
-                                    extra={"handler": h.name, "db": db, "id": w.id})
-        return ok
+        for db, chunk in groups:
+            try:
+                outcomes = ledger.put_many(db, chunk)
+            except LedgerError as exc:
+                log.warning("handler %s: %d later writes to %s failed: %s", h.name, len(chunk), db, exc.reason,
+                            extra={"handler": h.name, "db": db})
+                ok = False
+                continue
+            self._refused(h, db, chunk, outcomes)
+        return ok, last
+
+    def _refused(self, h: Handler, db: str, writes: Sequence[Write], outcomes: Sequence[Any]) -> None:
+        for w, outcome in zip(writes, outcomes, strict=True):
+            if isinstance(outcome, LedgerError):
+                log.warning("handler %s: its later write of %s/%s was refused: %s", h.name, db, w.id, outcome.reason,
+                            extra={"handler": h.name, "db": db, "id": w.id})
 
     def _wait(self, seconds: float, lease: Lease) -> bool:
         """Sleep ``seconds`` (wakes on stop) while keeping the batch's lease; False when it was lost."""
@@ -363,7 +403,7 @@ class Feed:
 
         outcome = self._keeper.call(h.fn, change, ctx, lease=lease, timeout=h.timeout, inline=inline,
                                     on_abandon=take_over if inline else None, thread_name=f"handler:{h.cursor}",
-                                    meanwhile=(lambda: self._flush(h, work)) if work.later else None)
+                                    meanwhile=(lambda: self._flush(h, work)[0]) if work.later else None)
         if outcome.abandoned:
             raise _Abandoned
         if outcome.lost:

@@ -25,7 +25,7 @@ from .lease import claim_write, finish, finish_write, heartbeat
 from .machine import Edge, Machine
 from .move import Move
 from .product import Product
-from .store import Change, Doc, Written
+from .store import Change, Doc, Write, Written
 
 log = logging.getLogger(__name__)
 
@@ -107,15 +107,13 @@ def jobs_handler(
     """
     pace = _Pace()
 
-    def prepare(changes: Sequence[Change], ctx: Context) -> dict[tuple[str, str], Written] | None:
+    def prepare(changes: Sequence[Change], ctx: Context) -> tuple[str, list[Write]] | None:
         jobs = [c for c in changes if _is_pending(c)]
         ahead = pace.ahead(len(jobs), lease_ms)
-        if ahead < 2:
+        if ahead < 1:
             return None
-        group = jobs[:ahead]
         now = ctx.now()
-        outcomes = ctx.db.put_many("jobs", [claim_write(c.doc, "running", lease_ms, now) for c in group])
-        return {(c.id, c.rev): o for c, o in zip(group, outcomes, strict=True)}
+        return "jobs", [claim_write(c.doc, "running", lease_ms, now) for c in jobs[:ahead]]
 
     def on_change(change: Change, ctx: Context) -> None:
         doc = change.doc

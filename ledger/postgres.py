@@ -29,7 +29,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,7 +45,7 @@ from .heads import Heads
 from .machine import Reader, Rules
 from .schema import POSTGRES, POSTGRES_TEXTS, compile_queries
 from .sql import MAX_LIMIT, Admitted, Head, Prepared, SQLStore, redact_url
-from .store import Batch, Doc, Written
+from .store import Batch, Doc, Writes, Written
 
 log = logging.getLogger(__name__)
 
@@ -381,16 +381,35 @@ class PostgresStore(SQLStore):
 
     def feed_claim(
         self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10, *, skip_actor: str | None = None,
+        also: Callable[[Batch], Writes | None] | None = None, woken: bool = False,
     ) -> Batch | None:
-        """Lease the next batch of ``handler``'s changes in one statement (see ``SQLStore.feed_claim``)."""
+        """Lease the next batch of ``handler``'s changes in one statement (see ``SQLStore.feed_claim``; the
+        function returns at once, locking nothing, when there is nothing to claim). With ``also``, its writes
+        follow in the same transaction, which then commits durably (the function's own commit need not)."""
         now = self._clock.now_ms()
         args = {
             "handler": handler, "dbs": list(dict.fromkeys(dbs)), "owner": owner, "now": now, "until": now + lease_ms,
             "n": batch, "skip": skip_actor or "", "max": MAX_LIMIT,
         }
-        with self._op() as cur:
+        if also is None:
+            with self._op() as cur:
+                cur.execute(_CLAIM, args)
+                return self._claimed(handler, cur.fetchall())
+        work = None
+        with self._tx() as cur:
             cur.execute(_CLAIM, args)
-            rows = cur.fetchall()
+            claimed = self._claimed(handler, cur.fetchall())
+            made = also(claimed) if claimed is not None else None
+            if made is not None:
+                cur.execute("SET LOCAL synchronous_commit = on")  # the function set it off for its bookkeeping
+                work = self._batch_begin(made.db, made.writes, made.actor)
+                self._batch_write(cur, work)
+        if claimed is not None and made is not None and work is not None:
+            made.outcomes = self._batch_end(work)
+            claimed.made = made
+        return claimed
+
+    def _claimed(self, handler: str, rows: list[Any]) -> Batch | None:
         if not rows:
             return None
         taken, after, upto, tries, pos = rows[0][:5]
@@ -409,11 +428,22 @@ class PostgresStore(SQLStore):
             cur.execute(_RENEW, args)
             return bool(cur.fetchone()[0])
 
-    def feed_finish(self, batch: Batch, owner: str) -> bool:
-        """Drop a finished batch's lease and move the cursor, in one statement."""
-        with self._op() as cur:
-            cur.execute(_FINISH, {"handler": batch.handler, "after": batch.after, "owner": owner})
-            return bool(cur.fetchone()[0])
+    def feed_finish(self, batch: Batch, owner: str, *, also: Writes | None = None) -> bool:
+        """Drop a finished batch's lease and move the cursor, in one statement; with ``also``, its writes follow
+        in the same transaction, which then commits durably."""
+        args = {"handler": batch.handler, "after": batch.after, "owner": owner}
+        if also is None:
+            with self._op() as cur:
+                cur.execute(_FINISH, args)
+                return bool(cur.fetchone()[0])
+        work = self._batch_begin(also.db, also.writes, also.actor)
+        with self._tx() as cur:
+            cur.execute(_FINISH, args)
+            finished = bool(cur.fetchone()[0])
+            cur.execute("SET LOCAL synchronous_commit = on")
+            self._batch_write(cur, work)
+        also.outcomes = self._batch_end(work)
+        return finished
 
     def _translate(self, exc: psycopg.Error, op: _Op) -> LedgerError:
         reason = _first_line(exc)

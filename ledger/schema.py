@@ -702,6 +702,7 @@ class Queries:
         "AND db IN (SELECT value FROM json_each(:dbs)) ORDER BY seq LIMIT :n"
     )
     feed_top_of: str = "SELECT MAX(seq) FROM changes WHERE db = :db AND seq > :after"
+    feed_next_of: str = "SELECT 1 FROM changes WHERE db = :db AND seq > :after AND actor <> :skip LIMIT 1"
     head_seq: str = "SELECT COALESCE(MAX(seq), 0) FROM changes"
     pending_of: str = "SELECT COUNT(*) FROM (SELECT 1 FROM changes WHERE db = :db AND seq > :after LIMIT :n) p"
     scan_window: str = (

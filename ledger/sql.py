@@ -16,6 +16,8 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from dataclasses import field as default
 from typing import Any, ClassVar
 
 from .actor import parse_actor
@@ -58,6 +60,7 @@ from .store import (
     TickRun,
     Want,
     Write,
+    Writes,
     Written,
     check_batch,
 )
@@ -74,6 +77,19 @@ SEQ_MAX = 2**63 - 1
 Prepared = tuple[int, str, Doc, str, str | None, bool]
 """A batch's write that passed the checks needing no head: (index in the batch, id, body, its JSON, if_rev, create_only)."""
 Admitted = tuple[int, str, Doc, str, str]
+
+
+@dataclass
+class _BatchWork:
+    """A ``put_many`` in progress: its prepared writes, outcomes by index, and what was written."""
+
+    db: str
+    actor: str
+    out: list[Written | None]
+    now: int
+    prepared: list[Prepared] = default(default_factory=list)
+    done: list[Admitted] = default(default_factory=list)
+    seqs: list[int] = default(default_factory=list)
 """A batch's write admitted and written: (index in the batch, id, body, revision, its JSON)."""
 
 
@@ -310,30 +326,44 @@ class SQLStore:
         other in a circle on PostgreSQL, and the log's append lock is taken once and held for the
         appends alone. A refusal is judged before anything of its write is written, so it rolls
         nothing back. A database error fails the whole batch (nothing of it is written)."""
+        work = self._batch_begin(db, writes, actor)
+        if work.prepared:
+            with self._tx() as cur:
+                self._batch_write(cur, work)
+        return self._batch_end(work)
+
+    def _batch_begin(self, db: str, writes: Sequence[Write], actor: str) -> _BatchWork:
+        """A batch's writes checked and prepared (a refusal here is that write's outcome), before any transaction."""
         check_db(db)
         parse_actor(actor)
         batch = check_batch(writes)
-        out: list[Written | None] = [None] * len(batch)
-        prepared: list[Prepared] = []
+        work = _BatchWork(db, actor, [None] * len(batch), self._clock.now_ms())
         for i, w in enumerate(batch):
             try:
-                prepared.append((i, *self._prepare(db, w.doc, w.id, w.if_rev, w.create_only), w.create_only))
+                work.prepared.append((i, *self._prepare(db, w.doc, w.id, w.if_rev, w.create_only), w.create_only))
             except LedgerError as exc:
-                out[i] = exc
-        if not prepared:
-            return [o for o in out if o is not None]
-        now = self._clock.now_ms()
-        with self._tx() as cur:
-            heads = self._lock_heads(cur, db, sorted({p[1] for p in prepared}))
-            done = self._write_docs(cur, db, actor, prepared, heads, out, now)
-            seqs = self._append_changes(cur, db, actor, done, now) if done else []
-        for (i, doc_id, body, rev, text), seq in zip(done, seqs, strict=True):
+                work.out[i] = exc
+        return work
+
+    def _batch_write(self, cur: Any, work: _BatchWork) -> None:
+        """The batch's part of a transaction (``put_many``'s own, or a feed operation's): heads locked, writes
+        judged, documents written, changes appended."""
+        if not work.prepared:
+            return
+        heads = self._lock_heads(cur, work.db, sorted({p[1] for p in work.prepared}))
+        work.done = self._write_docs(cur, work.db, work.actor, work.prepared, heads, work.out, work.now)
+        work.seqs = self._append_changes(cur, work.db, work.actor, work.done, work.now) if work.done else []
+
+    def _batch_end(self, work: _BatchWork) -> list[Written]:
+        """After the commit: heads remembered, listeners told; the outcomes in the batch's order."""
+        db, actor = work.db, work.actor
+        for (i, doc_id, body, rev, text), seq in zip(work.done, work.seqs, strict=True):
             self._wrote(db, doc_id, rev, text)
-            out[i] = self._written(db, doc_id, body, rev, False, actor, now, seq, committed=False)
-        if done:
+            work.out[i] = self._written(db, doc_id, body, rev, False, actor, work.now, seq, committed=False)
+        if work.done:
             self._committed(db, actor)
-        outcomes = [o for o in out if o is not None]
-        assert len(outcomes) == len(batch), "every write of a batch has an outcome"
+        outcomes = [o for o in work.out if o is not None]
+        assert len(outcomes) == len(work.out), "every write of a batch has an outcome"
         return outcomes
 
     def _write_docs(
@@ -662,47 +692,88 @@ class SQLStore:
     # ---- feed bookkeeping ----------------------------------------------------------
     def feed_claim(
         self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10, *, skip_actor: str | None = None,
+        also: Callable[[Batch], Writes | None] | None = None, woken: bool = False,
     ) -> Batch | None:
         """Lease the next batch of ``handler``'s changes (or a dead consumer's expired batch).
 
         With ``skip_actor``, changes written by that actor are not delivered and the cursor
-        moves past them (a claim that finds only such changes passes them and returns None)."""
+        moves past them (a claim that finds only such changes passes them and returns None).
+        Idle (nothing after the cursor but, when ``woken``, the skipped actor's own changes, and no
+        expired batch), it returns None after a read alone: no write transaction, so the loser of a
+        wake-up race does not queue for the writer. The claim that follows the idle interval passes them.
+        ``also``: writes made in the claim's transaction (see ``Coordination.feed_claim``)."""
         now = self._clock.now_ms()
-        h = {"handler": handler}
         skip = skip_actor or ""
+        if self._idle(handler, dbs, now, skip if woken else ""):
+            return None
+        if also is not None:
+            with self._tx() as cur:  # the writes with it need a durable commit
+                claimed_batch = self._claim_in(cur, handler, dbs, owner, lease_ms, batch, skip, now)
+                made = also(claimed_batch) if claimed_batch is not None else None
+                work = self._batch_begin(made.db, made.writes, made.actor) if made is not None else None
+                if work is not None:
+                    self._batch_write(cur, work)
+            if claimed_batch is not None and made is not None and work is not None:
+                made.outcomes = self._batch_end(work)
+                claimed_batch.made = made
+            return claimed_batch
         with self._tx(bookkeeping=True) as cur:
-            cur.execute(self.q.cursor_make, h)
-            cur.execute(self.q.cursor_lock, h)
-            _done, claimed = cur.fetchone()
+            return self._claim_in(cur, handler, dbs, owner, lease_ms, batch, skip, now)
+
+    def _idle(self, handler: str, dbs: Sequence[str], now: int, skip: str) -> bool:
+        """Whether a claim would find nothing: the cursor exists, no batch of it expired, and no change after
+        it in ``dbs`` (but ``skip``'s). Reads only."""
+        with self._op() as cur:
+            cur.execute(self.q.cursor_get, {"handler": handler})
+            row = cur.fetchone()
+            if row is None:
+                return False
+            claimed = int(row[1])
             cur.execute(self.q.lease_expired, {"handler": handler, "now": now})
-            expired = cur.fetchone()
-            if expired:
-                after, upto, tries, pos = expired
-                cur.execute(self.q.lease_take, {"owner": owner, "until": now + lease_ms, "handler": handler, "after": after})
-                self._read_feed(cur, after, upto, MAX_LIMIT, dbs, skip)
-                changes = [self._change(r) for r in cur.fetchall()]
-                log.info("feed: taking over an expired batch", extra={"handler": handler, "after": after, "upto": upto})
-                return Batch(handler, int(after), int(upto), changes, int(tries), int(pos), taken=True)
-            top = None
-            if skip:
-                # the end of the handler's changes now: skipped ones up to it can be passed
-                for db in dict.fromkeys(dbs):
-                    cur.execute(self.q.feed_top_of, {"db": db, "after": claimed})
-                    end = cur.fetchone()[0]
-                    if end is not None and (top is None or end > top):
-                        top = int(end)
-                if top is None:
-                    return None
-            self._read_feed(cur, claimed, top, batch, dbs, skip)
+            if cur.fetchone() is not None:
+                return False
+            for db in dict.fromkeys(dbs):
+                cur.execute(self.q.feed_next_of, {"db": db, "after": claimed, "skip": skip})
+                if cur.fetchone() is not None:
+                    return False
+        return True
+
+    def _claim_in(
+        self, cur: Any, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int, skip: str, now: int,
+    ) -> Batch | None:
+        h = {"handler": handler}
+        cur.execute(self.q.cursor_make, h)
+        cur.execute(self.q.cursor_lock, h)
+        _done, claimed = cur.fetchone()
+        cur.execute(self.q.lease_expired, {"handler": handler, "now": now})
+        expired = cur.fetchone()
+        if expired:
+            after, upto, tries, pos = expired
+            cur.execute(self.q.lease_take, {"owner": owner, "until": now + lease_ms, "handler": handler, "after": after})
+            self._read_feed(cur, after, upto, MAX_LIMIT, dbs, skip)
             changes = [self._change(r) for r in cur.fetchall()]
-            if not changes:
-                if top is not None:
-                    cur.execute(self.q.cursor_pass, {"upto": top, "handler": handler})
+            log.info("feed: taking over an expired batch", extra={"handler": handler, "after": after, "upto": upto})
+            return Batch(handler, int(after), int(upto), changes, int(tries), int(pos), taken=True)
+        top = None
+        if skip:
+            # the end of the handler's changes now: skipped ones up to it can be passed
+            for db in dict.fromkeys(dbs):
+                cur.execute(self.q.feed_top_of, {"db": db, "after": claimed})
+                end = cur.fetchone()[0]
+                if end is not None and (top is None or end > top):
+                    top = int(end)
+            if top is None:
                 return None
-            upto = top if top is not None and len(changes) < batch else changes[-1].seq
-            cur.execute(self.q.lease_make, {"handler": handler, "after": claimed, "upto": upto, "owner": owner, "until": now + lease_ms})
-            cur.execute(self.q.cursor_claimed, {"upto": upto, "handler": handler})
-            return Batch(handler, int(claimed), upto, changes)
+        self._read_feed(cur, claimed, top, batch, dbs, skip)
+        changes = [self._change(r) for r in cur.fetchall()]
+        if not changes:
+            if top is not None:
+                cur.execute(self.q.cursor_pass, {"upto": top, "handler": handler})
+            return None
+        upto = top if top is not None and len(changes) < batch else changes[-1].seq
+        cur.execute(self.q.lease_make, {"handler": handler, "after": claimed, "upto": upto, "owner": owner, "until": now + lease_ms})
+        cur.execute(self.q.cursor_claimed, {"upto": upto, "handler": handler})
+        return Batch(handler, int(claimed), upto, changes)
 
     def _read_feed(self, cur: Any, after: int, upto: int | None, limit: int, dbs: Sequence[str], skip: str) -> None:
         args: dict[str, Any] = {"after": after, "upto": SEQ_MAX if upto is None else upto, "n": limit, "skip": skip}
@@ -723,19 +794,30 @@ class SQLStore:
             })
             return bool(cur.rowcount == 1)
 
-    def feed_finish(self, batch: Batch, owner: str) -> bool:
-        """Release the batch and move the handler's cursor as far as no batch in flight holds it; False if the lease was lost."""
-        h = {"handler": batch.handler}
+    def feed_finish(self, batch: Batch, owner: str, *, also: Writes | None = None) -> bool:
+        """Release the batch and move the handler's cursor as far as no batch in flight holds it; False if the lease was lost.
+        ``also``: writes made in the same transaction (the cursor's row first, then the documents' and the log)."""
+        if also is not None:
+            work = self._batch_begin(also.db, also.writes, also.actor)
+            with self._tx() as cur:  # the writes with it need a durable commit
+                finished = self._finish_in(cur, batch, owner)
+                self._batch_write(cur, work)
+            also.outcomes = self._batch_end(work)
+            return finished
         with self._tx(bookkeeping=True) as cur:
-            cur.execute(self.q.cursor_lock, h)
-            (claimed,) = cur.fetchone()[1:]
-            cur.execute(self.q.lease_drop, {"handler": batch.handler, "after": batch.after, "owner": owner})
-            if cur.rowcount != 1:
-                return False
-            cur.execute(self.q.lease_low, h)
-            (low,) = cur.fetchone()
-            cur.execute(self.q.cursor_done, {"done": low if low is not None else claimed, "handler": batch.handler})
-            return True
+            return self._finish_in(cur, batch, owner)
+
+    def _finish_in(self, cur: Any, batch: Batch, owner: str) -> bool:
+        h = {"handler": batch.handler}
+        cur.execute(self.q.cursor_lock, h)
+        (claimed,) = cur.fetchone()[1:]
+        cur.execute(self.q.lease_drop, {"handler": batch.handler, "after": batch.after, "owner": owner})
+        if cur.rowcount != 1:
+            return False
+        cur.execute(self.q.lease_low, h)
+        (low,) = cur.fetchone()
+        cur.execute(self.q.cursor_done, {"done": low if low is not None else claimed, "handler": batch.handler})
+        return True
 
     def feed_position(self, handler: str, dbs: Sequence[str] | None = None) -> FeedPosition:
         """A handler's cursor, its batches in flight and the log's head: index lookups only.

@@ -109,6 +109,7 @@ class Batch:
     tries: int = 0  # failed deliveries so far of the change at ``pos``
     pos: int = 0
     taken: bool = False  # a dead consumer's expired batch, taken over
+    made: Writes | None = None  # the writes made in the claim's own transaction (feed_claim's ``also``)
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,18 @@ class FeedPosition:
 MAX_BATCH = 500
 """Writes one ``put_many`` takes: a batch holds the database's writer lock (SQLite) or the change log's
 append lock (PostgreSQL) for its whole transaction, so it is kept to a fraction of a second."""
+
+
+@dataclass
+class Writes:
+    """Writes to one database made as one actor inside a feed operation's own transaction (``feed_claim``'s
+    and ``feed_finish``'s ``also``): ``put_many(db, writes, actor=actor)`` there, at no transaction of its
+    own. ``outcomes``: filled in by the store, one per write, as ``put_many`` gives them."""
+
+    db: str
+    writes: list[Write]
+    actor: str
+    outcomes: list[Written] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -281,15 +294,19 @@ class Coordination(Protocol):
 
     def feed_claim(
         self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10, *, skip_actor: str | None = None,
+        also: Callable[[Batch], Writes | None] | None = None, woken: bool = False,
     ) -> Batch | None:
         """Lease the handler's next batch (or an expired one) to ``owner``, passing changes by ``skip_actor``;
-        None when there is nothing to do."""
+        None when there is nothing to do. ``also(batch)``: writes to make with the claim (``batch.made``); it
+        runs inside the claim's transaction and must not use the store. ``woken``: the claim follows a
+        commit; one that finds only ``skip_actor``'s changes may leave them for the next claim to pass."""
 
     def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool:
         """Extend the batch's lease and record its progress; False if the lease was lost."""
 
-    def feed_finish(self, batch: Batch, owner: str) -> bool:
-        """Release the batch and move the handler's cursor; False if the lease was lost."""
+    def feed_finish(self, batch: Batch, owner: str, *, also: Writes | None = None) -> bool:
+        """Release the batch and move the handler's cursor; False if the lease was lost. ``also``: writes made
+        in the same transaction (their outcomes in ``also.outcomes``), whether the lease was still held or not."""
 
     def feed_position(self, handler: str, dbs: Sequence[str] | None = None) -> FeedPosition:
         """Where the handler's cursor is, its batches in flight and the log's head."""
