@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import inspect
 import sys
+import threading
 from typing import Any
 
 from fastapi import FastAPI
+
+from ledger import Product
 
 from .api import errors
 from .api.bulk import bulk_router
@@ -111,13 +114,80 @@ def create_api(app: App) -> FastAPI:
     ):
         api.include_router(router)
     web = Web(store, settings, app.clock, pool.run, app.context)
+    later = OnDemand(api, web)
     for product in app.products:  # each product's own routes, behind the same gate
+        if product.api_paths:
+            later.add(product)
+            continue
         router = product.router(web)
         if router is not None:
             api.include_router(router)
     mount(api, app)  # the console at / (hub/console), in front of the API
+    if later.waiting:
+        api.add_middleware(Routes, later=later)  # before the console counts a request by its route, and before the gate
+        plain = api.openapi
+
+        def openapi() -> dict[str, Any]:
+            later.make_all()  # the description has every route
+            return plain()
+
+        api.openapi = openapi  # type: ignore[method-assign]
     api.add_middleware(SecureHeaders)  # outermost: every answer, the console's included, gets the security headers
     return api
+
+
+class OnDemand:
+    """The routers of the products that declare their paths (``Product.api_paths``), each made and included
+    on the first request under one of them (or when the OpenAPI description is made), once: building a
+    router's routes (FastAPI's models of every body, parameter and answer) costs memory an idle hub does not
+    need. Its routes are the last of the API's, as they would have been at start; the paths of two products
+    never overlap, so the order they come in makes no difference."""
+
+    def __init__(self, api: FastAPI, web: Web) -> None:
+        self.api = api
+        self.web = web
+        self.waiting: dict[str, Product] = {}
+        self._making = threading.Lock()
+
+    def add(self, product: Product) -> None:
+        for name, other in self.waiting.items():
+            for mine in product.api_paths:
+                if any(mine.startswith(theirs) or theirs.startswith(mine) for theirs in other.api_paths):
+                    raise ValueError(f"products {name!r} and {product.name!r} both declare paths under {mine!r}")
+        self.waiting[product.name] = product
+
+    def make_for(self, path: str) -> None:
+        """Include the router of the product whose paths ``path`` is under, unless it is already."""
+        for product in list(self.waiting.values()):
+            if any(path.startswith(prefix) for prefix in product.api_paths):
+                self._make(product)
+
+    def make_all(self) -> None:
+        for product in list(self.waiting.values()):
+            self._make(product)
+
+    def _make(self, product: Product) -> None:
+        with self._making:
+            if product.name not in self.waiting:  # made meanwhile, by another thread's request
+                return
+            router = product.router(self.web)
+            if router is not None:
+                self.api.include_router(router)
+            del self.waiting[product.name]  # only now: a request that finds it gone finds its routes
+
+
+class Routes:
+    """ASGI middleware: makes the routes a request may be for before it goes on (``OnDemand``). (The OpenAPI
+    description makes every product's: ``api.openapi`` is wrapped in ``create_api``.)"""
+
+    def __init__(self, app: Any, *, later: OnDemand) -> None:
+        self.app = app
+        self.later = later
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if self.later.waiting and scope["type"] in ("http", "websocket"):
+            self.later.make_for(str(scope.get("path", "")))
+        await self.app(scope, receive, send)
 
 
 __all__ = ["create_api"]

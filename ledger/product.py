@@ -221,6 +221,7 @@ class Product:
     handlers: Callable[[Any], Sequence[Handler]] = _none
     cli: Mapping[str, str] = field(default_factory=dict)  # command group -> "module:attribute", imported when used
     api: str | None = None  # "module:function": function(web: Web) -> its fastapi.APIRouter, imported when the hub serves
+    api_paths: Sequence[str] = ()  # its routes' path prefixes: given, the hub makes the router on the first request under one
     uploads: Mapping[str, int] = field(default_factory=dict)  # path of one of its routes -> the most bytes of a binary body there
     services: str | None = None  # "module:function": function(settings) -> Offered, what it offers the hub and the others
     pages: str | None = None  # "module:function": function(pages: Pages) -> its console routes (starlette Routes)

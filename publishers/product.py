@@ -40,6 +40,7 @@ PUBLISHERS = Product(
                           "permalink, then its first comment, never twice; queues approved posts when their time comes"},
     cli={"publish": "publishers.cli:publish_group"},
     api="publishers.api:publish_router",
+    api_paths=("/v1/publish", "/v1/posts", "/v1/media"),  # its router is made on the first request under these (hub/webapp.py)
     uploads={"/v1/media": MAX_BYTES},  # an image's bytes as the body (a phone's photo, before it is scaled for Bluesky)
     pages="publishers.pages:publish_pages",
     nav=(("/console/publish", "Publishing"), ("/console/publish/calendar", "Calendar")),

@@ -40,6 +40,7 @@ VAULT = Product(
     tick_help={"vault": "verifies fresh pastes, rotates tokens before they expire, keeps Bluesky sessions alive, flags dead credentials"},
     cli={"vault": "vault.cli:vault_group"},
     api="vault.api:vault_router",
+    api_paths=("/v1/vault",),  # its router is made on the first request under these (hub/webapp.py)
     services="vault.services:offered",
     private={DB: "is reachable only through /v1/vault (metadata, never secrets)"},
     pages="vault.pages:credential_pages",

@@ -147,7 +147,8 @@ from hub.app import build_app
 from hub.webapp import create_api
 from starlette.testclient import TestClient
 from hub.console import front_of
-HEAVY = ("jinja2", "prometheus_client", "pydantic.v1", "regex", "hub.console.web", "hub.console.routes", "pydantic_settings", "dotenv")
+HEAVY = ("jinja2", "prometheus_client", "pydantic.v1", "regex", "hub.console.web", "hub.console.routes", "pydantic_settings", "dotenv",
+         "publishers.api", "publishers.api_posts", "vault.api")
 app = build_app(load_settings(), clock=SYSTEM)
 api = create_api(app)
 client = TestClient(api)
@@ -168,7 +169,8 @@ print(json.dumps({"steps": steps, "loaded": loaded}))
 def test_an_idle_hub_loads_the_console_and_prometheus_only_when_asked_for_them(tmp_path):
     # jinja2 and the pages on the first console request, prometheus_client on the first scrape; pydantic.v1 (which
     # FastAPI imports to ask whether a type is a v1 model), regex (richtext's patterns) and pydantic-settings (the
-    # settings are read by hub.settings itself) never by an idle hub
+    # settings are read by hub.settings itself) never by an idle hub; nor the routes of publishing and the vault
+    # (made on the first request under their paths: test_a_products_routes_are_made_on_the_first_request_for_them)
     env = {**os.environ, "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db", "PYTHONPATH": ROOT, "SKYHUB_VAULT_KEY": new_key_text()}
     proc = subprocess.run([sys.executable, "-c", IDLE], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
     got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -180,3 +182,59 @@ def test_an_idle_hub_loads_the_console_and_prometheus_only_when_asked_for_them(t
     assert "pydantic.v1" not in got["loaded"]["metrics"] and "regex" not in got["loaded"]["metrics"]
     assert got["steps"]["api"] == 401  # the API answers as before (no credential)
     assert got["steps"]["console"] in (302, 303, 307) and got["steps"]["metrics"] == 401
+
+
+ROUTES = """
+import json, sys
+from ledger import SYSTEM
+from hub.settings import load_settings
+from hub.app import build_app
+from hub.api.web import Web
+from hub.webapp import create_api
+from starlette.testclient import TestClient
+from hub.console import front_of
+app = build_app(load_settings(), clock=SYSTEM)
+api = create_api(app)
+client = TestClient(api)
+LAZY = ("publishers.api", "vault.api")
+got = {"idle": [m for m in LAZY if m in sys.modules]}
+got["vault"] = client.get("/v1/vault/credentials").status_code  # refused by the gate: no credential
+got["after_vault"] = [m for m in LAZY if m in sys.modules]
+got["publish"] = client.post("/v1/publish", json={}).status_code
+got["after_publish"] = [m for m in LAZY if m in sys.modules]
+text = front_of(api).console.metrics.scrape().decode()
+got["counted"] = sorted(line.split("{")[1].split("}")[0] for line in text.splitlines()
+                        if line.startswith("skyhub_http_requests_total") and "/v1/" in line)
+paths = set(client.get("/openapi.json").json()["paths"])
+web = Web(app.store, app.settings, app.clock, None, app.context)
+def walk(routes):  # an included router is one route (FastAPI 0.165): its own routes are in original_router
+    for r in routes:
+        yield from walk(r.original_router.routes) if hasattr(r, "original_router") else [r]
+outside = {}
+for product in app.products:
+    if product.api_paths:
+        routes = list(walk(product.router(web).routes))
+        outside[product.name] = [r.path for r in routes if not r.path.startswith(tuple(product.api_paths))]
+        assert {r.path for r in routes} <= paths, product.name
+got["outside"] = outside
+got["declared"] = sorted(p.name for p in app.products if p.api_paths)
+app.stop()
+print(json.dumps(got))
+"""
+
+
+def test_a_products_routes_are_made_on_the_first_request_for_them(tmp_path):
+    # building a router's routes (FastAPI's models of each body and answer) is 1.4 MB an idle hub does not need: a
+    # product that declares its paths (Product.api_paths) has its router made on the first request under one of them,
+    # before the gate and the request counter see it (so a refused request is answered and counted as before), and
+    # for the OpenAPI description. Every route of such a router must be under the paths it declares.
+    env = {**os.environ, "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db", "PYTHONPATH": ROOT, "SKYHUB_VAULT_KEY": new_key_text()}
+    proc = subprocess.run([sys.executable, "-c", ROUTES], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["idle"] == [] and got["declared"] == ["publish", "vault"]
+    assert got["vault"] == 401 and got["after_vault"] == ["vault.api"]
+    assert got["publish"] == 401 and got["after_publish"] == ["publishers.api", "vault.api"]
+    assert got["counted"] == ['method="GET",route="/v1/vault/credentials",status="401"',
+                              'method="POST",route="/v1/publish",status="401"']
+    assert got["outside"] == {"publish": [], "vault": []}
