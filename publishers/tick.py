@@ -61,7 +61,7 @@ class Credential:
 def publish(event: TickEvent, ctx: Context) -> dict[str, int]:
     """The ``publish`` tick (see the module docstring); how many requests ended each way."""
     run = Run(ctx)
-    admission = _admission(run)
+    admission: Admission | None = None  # read when a post is checked again: a run with none to check makes no fetcher
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for doc in due(run):
         if doc["status"] == "approved":
@@ -70,6 +70,8 @@ def publish(event: TickEvent, ctx: Context) -> dict[str, int]:
                 continue
             doc = promoted
         if doc["status"] == "pending" and not doc.get("intent"):
+            if admission is None:
+                admission = _admission(run)
             if refused(run, doc, admission) or duplicate_of(run, doc):
                 continue
         groups.setdefault((doc["platform"], doc["account"]), []).append(doc)

@@ -238,3 +238,25 @@ def test_a_products_routes_are_made_on_the_first_request_for_them(tmp_path):
     assert got["counted"] == ['method="GET",route="/v1/vault/credentials",status="401"',
                               'method="POST",route="/v1/publish",status="401"']
     assert got["outside"] == {"publish": [], "vault": []}
+
+
+TICKS = """
+import json, sys
+from ledger import SYSTEM
+from hub.settings import load_settings
+from hub.app import build_app
+app = build_app(load_settings(), clock=SYSTEM)
+ran = {t.name: app.scheduler.run(t.name, manual=True) for t in app.ticks}
+app.stop()
+print(json.dumps({"ran": ran, "loaded": sorted(m for m in ("httpx", "httpcore", "rich") if m in sys.modules)}))
+"""
+
+
+def test_an_idle_hubs_ticks_load_no_http_client_while_nothing_is_queued(tmp_path):
+    # every tick of a hub with nothing to do runs without loading httpx (and what its package imports: rich, pygments,
+    # 6 MB in all): the publish tick makes the guarded fetcher (for its policy) only when a queued post is checked again
+    env = {**os.environ, "SKYHUB_DATABASE_URL": f"sqlite:///{tmp_path}/hub.db", "PYTHONPATH": ROOT, "SKYHUB_VAULT_KEY": new_key_text()}
+    proc = subprocess.run([sys.executable, "-c", TICKS], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["ran"] == {"sweep": "ok", "sample": "ok", "vault": "ok", "publish": "ok"} and got["loaded"] == []
