@@ -60,6 +60,7 @@ def count_writes(store):
 
     def many(db, writes, *, actor):
         calls["put_many", actor] += 1
+        calls["put_many writes", actor] += len(writes)
         return put_many(db, writes, actor=actor)
 
     claim, finish = store.feed_claim, store.feed_finish
@@ -103,8 +104,13 @@ def test_quick_jobs_of_a_batch_are_claimed_in_one_write_and_finished_in_one_more
     new_jobs(store, ids)
     calls = count_writes(store)
     feed.drain()
-    # the claims made with the batch's claim, the finishes with the batch's finish: no write of its own for any job
-    assert calls == {("feed_claim", 10): 1, ("feed_finish", 10): 1}
+    # the claims made with the batch's claim, the finishes together with the batch's finish (on a loaded machine
+    # some sooner, in a batch of their own, when a call was still running at the keeper's look): no job alone
+    assert calls["feed_claim", 10] == 1 and ("put", ACTOR) not in calls
+    finishes = [n for (kind, n) in calls if kind == "feed_finish"]
+    assert len(finishes) == 1 and finishes[0] + calls["put_many writes", ACTOR] == 10
+    if calls["put_many", ACTOR] == 0:  # the usual case: two transactions for the ten jobs
+        assert calls == {("feed_claim", 10): 1, ("feed_finish", 10): 1}
     for job_id in ids:
         assert statuses(store, job_id) == ["pending", "running", "done"]
         job = store.get("jobs", job_id)
