@@ -256,8 +256,6 @@ class Feed:
         work = _Work(prepared)
         if batch.made is not None:  # made with the claim
             work.prepared = {(w.id, w.if_rev): o for w, o in zip(batch.made.writes, batch.made.outcomes, strict=True)}
-        elif h.prepare is not None and failed is None:
-            work.prepared = self._prepare(h, batch)
         completed = False
         try:
             for change in batch.changes:
@@ -307,10 +305,6 @@ class Feed:
 
     def _claim_writes(self, h: Handler, batch: Batch) -> Writes | None:
         """The prepare hook's writes for a batch being claimed (inside the claim's transaction)."""
-        made = self._prepare_hook(h, batch)
-        return Writes(made[0], made[1], h.actor) if made is not None else None
-
-    def _prepare_hook(self, h: Handler, batch: Batch) -> tuple[str, list[Write]] | None:
         changes = [c for c in batch.changes if c.seq >= batch.pos]
         if not changes or h.prepare is None:
             return None
@@ -322,21 +316,7 @@ class Feed:
             log.warning("handler %s: preparing a batch of %d failed, each change goes alone: %s", h.name, len(changes), reason,
                         extra={"handler": h.name})
             return None
-        return made if made is not None and made[1] else None
-
-    def _prepare(self, h: Handler, batch: Batch) -> dict[tuple[str | None, str | None], Any] | None:
-        """The prepare hook's writes made on their own (a batch claimed without them, e.g. taken over)."""
-        made = self._prepare_hook(h, batch)
-        if made is None:
-            return None
-        db, writes = made
-        try:
-            outcomes = Ledger(self.store, h.actor, self.clock).put_many(db, writes)
-        except LedgerError as exc:
-            log.warning("handler %s: the writes prepared for a batch failed, each change goes alone: %s", h.name, exc.reason,
-                        extra={"handler": h.name})
-            return None
-        return {(w.id, w.if_rev): o for w, o in zip(writes, outcomes, strict=True)}
+        return Writes(made[0], made[1], h.actor) if made is not None and made[1] else None
 
     def _flush(self, h: Handler, work: _Work, keep_last: bool = False) -> tuple[bool, tuple[str, list[Write]] | None]:
         """Make the later writes of the batch's calls so far, one ``put_many`` per database; False when the

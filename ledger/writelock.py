@@ -63,7 +63,7 @@ class WriterLock:
             self.fallbacks += 1
             return False
         pause = POLL_FIRST_S
-        while True:  # a short wait: looks after growing pauses, in this thread
+        while True:  # a short wait: looks after growing pauses, in this thread (the first one at once)
             with self._cond:
                 if self._closed:
                     self._local.release()
@@ -86,15 +86,7 @@ class WriterLock:
             if self._closed:
                 self._local.release()
                 return False
-            if not self._busy:  # (while the waiter thread waits, a grant to it is what comes next)
-                try:
-                    fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return True
-                except BlockingIOError:
-                    pass
-                except OSError:
-                    self._local.release()
-                    return False
+            # (while the waiter thread is in its flock, a grant to it is what comes next)
             self._wanted, self._granted = True, False
             if self._thread is None:
                 self._thread = threading.Thread(target=self._waiter, name="sqlite-writer-lock", daemon=True)
