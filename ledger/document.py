@@ -16,6 +16,8 @@ import hashlib
 import json
 import math
 import re
+import secrets
+import time
 from typing import Any
 
 from .errors import Invalid, TooLarge
@@ -52,6 +54,20 @@ def check_id(doc_id: object) -> str:
     if not doc_id.isascii() and not is_unicode(doc_id):
         raise Invalid("document id must be valid Unicode (it holds a lone surrogate such as \\ud800)")
     return doc_id
+
+
+def new_id() -> str:
+    """A new document's id when its writer names none: 32 hex digits, the first 12 the wall clock's
+    milliseconds and the other 20 random (80 bits).
+
+    Time first, so that the documents written together sit together in every B-tree keyed by id (the
+    documents' table, the status indexes, the history's): a batch that claims or finishes the jobs
+    created a moment ago writes a few neighbouring pages instead of one page per job in random places
+    of each tree. On SQLite every page a transaction dirties is a WAL frame written at its commit
+    (about 20 us each here), so a random id (uuid4) cost a claim-and-finish batch 15-25 %
+    (docs/benchmarks.md, round 3, session 29). The random part keeps ids unguessable and unique
+    across processes and machines; the order is a locality hint, not a promise (clocks step)."""
+    return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(10)}"
 
 
 def check_cursor(after: object) -> str:

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -135,6 +136,7 @@ class Feed:
         self.batch_size = batch_size
         self.idle_interval = idle_interval
         self._stop = threading.Event()
+        self._runners = itertools.count(1)  # names for the runner threads (store.waiting)
         self._wakes = {h.cursor: threading.Event() for h in self.handlers}
         self._threads: list[threading.Thread] = []
         self._threads_lock = threading.Lock()
@@ -148,7 +150,7 @@ class Feed:
     def start(self) -> None:
         """Run every handler on its own thread, woken by commits, until ``stop()``."""
         wants = [(tuple(h.dbs), h.actor if h.skip_own else None) for h in self.handlers]
-        self._unsubscribe = self.store.subscribe(self._on_commit, hints=True, wants=wants)
+        self._unsubscribe = self.store.subscribe(self._on_commit, hints=True, wants=wants, paced=True)
         for h in self.handlers:
             self._spawn(h, None)
 
@@ -197,25 +199,30 @@ class Feed:
             log.warning("feed %s: %s", h.cursor, exc.reason)
         except Exception:
             log.exception("feed %s: unexpected failure", h.cursor)
+        runner = f"{h.cursor}#{next(self._runners)}"  # said waiting before each claim, busy once it has a batch
         woken = False
-        while not self._stop.is_set():
-            wake.clear()  # before the claim: a commit from now on wakes the wait below
-            try:
-                more = self._step(h, woken)
-            except _Abandoned:
-                return  # this thread's handler call ran past its time: another thread took over
-            except LedgerError as exc:
-                log.warning("feed %s: %s", h.cursor, exc.reason)
-                more = False
-            except Exception:
-                log.exception("feed %s: unexpected failure", h.cursor)
-                more = False
-            if not more:
-                # nothing, or a short batch: the claim read everything there was, so only a
-                # commit since (or the idle interval, for expired leases) can bring more
-                woken = wake.wait(self.idle_interval)
-            else:
-                woken = False
+        try:
+            while not self._stop.is_set():
+                wake.clear()  # before the claim: a commit from now on wakes the wait below
+                self.store.waiting(runner, True)  # and other processes' commits wake this process
+                try:
+                    more = self._step(h, woken, runner)
+                except _Abandoned:
+                    return  # this thread's handler call ran past its time: another thread took over
+                except LedgerError as exc:
+                    log.warning("feed %s: %s", h.cursor, exc.reason)
+                    more = False
+                except Exception:
+                    log.exception("feed %s: unexpected failure", h.cursor)
+                    more = False
+                if not more:
+                    # nothing, or a short batch: the claim read everything there was, so only a
+                    # commit since (or the idle interval, for expired leases) can bring more
+                    woken = wake.wait(self.idle_interval)
+                else:
+                    woken = False
+        finally:
+            self.store.waiting(runner, False)
 
     def drain(self, max_batches: int = 10_000) -> int:
         """Deliver everything pending to every handler, in this thread. Returns batches run."""
@@ -234,15 +241,18 @@ class Feed:
         """Claim one batch for ``h`` and deliver it. False when there was nothing to do."""
         return self._step(h) is not None
 
-    def _step(self, h: Handler, woken: bool = False) -> bool | None:
+    def _step(self, h: Handler, woken: bool = False, runner: str | None = None) -> bool | None:
         """One batch: None when there was none, else whether more may be waiting at once
-        (a full batch, or a dead consumer's batch taken over). ``woken``: a commit woke the runner."""
+        (a full batch, or a dead consumer's batch taken over). ``woken``: a commit woke the runner;
+        ``runner``: the runner thread's name for ``store.waiting`` (busy while it delivers a batch)."""
         skip = h.actor if h.skip_own else None
         also = (lambda b: self._claim_writes(h, b)) if h.prepare is not None else None
         batch = self.store.feed_claim(h.cursor, h.dbs, self.owner, self.lease_ms, self.batch_size, skip_actor=skip,
                                       also=also, woken=woken)
         if batch is None:
             return None
+        if runner is not None:
+            self.store.waiting(runner, False)  # it claims again when this batch is done
         self._deliver_batch(h, batch)
         return batch.taken or len(batch.changes) >= self.batch_size
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from .document import (
     decode,
     encode,
     is_unicode,
+    new_id,
     next_rev,
     parse_time_cursor,
     split_body,
@@ -121,6 +121,9 @@ class SQLStore:
         self._listeners: list[tuple[Callable[[Any], None], bool]] = []
         self._listeners_lock = threading.Lock()
         self._wants: list[Want] | None = []  # what this store's listeners want of others' commits (None: all)
+        self._unpaced = 0  # listeners that do not say when they wait (see waiting()): other processes always wake them
+        self._waiters: set[str] = set()  # the paced listeners' runners that wait for a commit now
+        self._said_waiting: bool | None = None  # what this store last told other processes
         self._publish_lock = threading.Lock()
         self.catalog = IndexCatalog(self.dialect, self.q)
         self._search_sql: dict[bool, SearchSQL] = {}
@@ -158,6 +161,9 @@ class SQLStore:
 
     def _publish_wants(self, wants: list[Want] | None) -> None:
         """Tell other processes which of their commits this store's listeners act on (None: all)."""
+
+    def _publish_waiting(self, waiting: bool) -> None:
+        """Tell other processes whether any listener here waits for a commit (see ``waiting``)."""
 
     def _committed(self, db: str, actor: str) -> None:
         """A write of ``actor`` to ``db`` just committed (called after COMMIT, in the writer's thread; must not raise)."""
@@ -220,14 +226,19 @@ class SQLStore:
     # ---- listeners -----------------------------------------------------------------
     def subscribe(
         self, listener: Listener | HintedListener, *, hints: bool = False, wants: Sequence[Want] | None = None,
+        paced: bool = False,
     ) -> Callable[[], None]:
         """Call ``listener`` after every commit (see ``Listener``); with ``hints``, a commit by
         another process comes as an ``Elsewhere`` when the backend can say which (``HintedListener``).
         ``wants`` (with ``hints``): what of other processes' commits it acts on (``Want``); the store
-        tells other processes the union of its listeners' (``_publish_wants``), widened, never narrowed."""
+        tells other processes the union of its listeners' (``_publish_wants``), widened, never narrowed.
+        ``paced``: the listener's runners say when they wait for a commit (``waiting``); other processes need
+        not wake this one while none does."""
         entry: tuple[Callable[[Any], None], bool] = (listener, hints)
         with self._listeners_lock:
             self._listeners.append(entry)
+            if not paced:
+                self._unpaced += 1
             if wants is None or not hints:
                 self._wants = None
             elif self._wants is not None:
@@ -237,13 +248,36 @@ class SQLStore:
             with self._listeners_lock:
                 published = self._wants
             self._publish_wants(published)
+        with self._listeners_lock:
+            self._said_waiting = None  # (the board may be new)
+            self._tell_waiting()
 
         def unsubscribe() -> None:
             with self._listeners_lock:
                 if entry in self._listeners:
                     self._listeners.remove(entry)
+                    if not paced:
+                        self._unpaced -= 1
 
         return unsubscribe
+
+    def waiting(self, runner: str, waiting: bool) -> None:
+        """A paced listener's ``runner`` (``subscribe(paced=True)``) is about to look for work and then wait
+        for a commit (True: before its claim, so that a commit after that claim's read wakes it), or has work
+        in hand and looks again when it is done (False; also when it stops). Other processes wake this one
+        only while some runner waits, or a listener is not paced: a wake-up costs both sides a thread switch."""
+        with self._listeners_lock:
+            if waiting:
+                self._waiters.add(runner)
+            else:
+                self._waiters.discard(runner)
+            self._tell_waiting()
+
+    def _tell_waiting(self) -> None:  # with _listeners_lock held
+        now = self._unpaced > 0 or bool(self._waiters)
+        if now != self._said_waiting:
+            self._said_waiting = now
+            self._publish_waiting(now)
 
     def _wake(self, change: Change | None) -> None:
         for listener, _hints in list(self._listeners):
@@ -301,7 +335,7 @@ class SQLStore:
         """A write's checks that need no head: (id, body, its JSON, the revision it is conditional on)."""
         body, body_id, body_rev = split_body(doc)
         if id is None:
-            id = body_id or uuid.uuid4().hex
+            id = body_id or new_id()
         check_id(id)
         if body_id is not None and body_id != id:
             raise Invalid(f"the document's _id {body_id!r} does not match the id {id!r}")

@@ -216,6 +216,11 @@ class SQLiteStore(SQLiteBase):
         except OSError as exc:  # senders then send everything: only slower
             self._warn("wants", "sqlite: could not publish what this process's feeds want: %s", exc)
 
+    def _publish_waiting(self, waiting: bool) -> None:
+        listener = self._listener
+        if listener is not None:
+            listener.set_waiting(waiting)
+
     def _watch(self, conn: sqlite3.Connection, last: int) -> None:
         """Wake this store's listeners for other processes' commits: on a datagram at once,
         and when ``PRAGMA data_version`` moved since the last wake-up (the poll)."""

@@ -286,11 +286,18 @@ class Coordination(Protocol):
 
     def subscribe(
         self, listener: Listener | HintedListener, *, hints: bool = False, wants: Sequence[Want] | None = None,
+        paced: bool = False,
     ) -> Callable[[], None]:
         """Call ``listener`` after each commit (None, or an ``Elsewhere`` hint with ``hints``: another process
         committed); returns an unsubscribe function. ``wants`` (with ``hints``): the other processes'
         commits the listener acts on, as (databases, actor it skips or None); a backend may leave
-        the others out (SQLite then sends this process no datagram for them)."""
+        the others out (SQLite then sends this process no datagram for them). ``paced``: the listener's
+        runners say when they wait for a commit (``waiting``), and a backend may leave out other processes'
+        wake-ups while none does."""
+
+    def waiting(self, runner: str, waiting: bool) -> None:
+        """A paced listener's ``runner`` is about to claim and then wait for a commit (True, said before the
+        claim), or has work in hand and claims again when done (False; also when it stops)."""
 
     def feed_claim(
         self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10, *, skip_actor: str | None = None,

@@ -12,6 +12,17 @@ store, in a folder beside the database (``skyhub.db.wake/`` for ``skyhub.db``).
   cannot be read, means everything. The file is replaced (rename: the folder's mtime moves, so
   senders read it again) when the store's wants widen; they never narrow while it listens. It never sends to its own socket (it wakes its own listeners
   directly), and a datagram carrying the receiver's own token is ignored.
+- Beside its socket a store also keeps a one-byte board (``<pid>-<token>.awake``, shared memory:
+  ``mmap``) saying whether any of its feeds waits for a commit. A feed that has a batch in hand
+  looks again when it is done, so a sender sends no datagram to a store whose board says none
+  waits: on this kind of machine waking a sleeping thread in another process costs the sender
+  about 100 us (20 us median, 300 us at p90) and the receiver a thread switch in the middle of
+  its batch. A feed marks itself waiting *before* the claim that may find nothing, and a sender
+  reads the board *after* its commit, so one of the two always sees the other (SQLite's WAL
+  index is read and written behind full memory barriers in between). The first notify after
+  each new listing (at least every RELIST_S) sends to every socket whatever the boards say: a
+  bounded net for a board that lies (an older version has none: always sent to) and what finds
+  the sockets of processes that are gone.
 - A socket nobody is bound to any more (its process was killed: ``ECONNREFUSED``) is removed
   by the first sender that finds it; a store that closes removes its own socket, and the
   folder when it is empty. A full receive queue is skipped: that process has wake-ups waiting.
@@ -36,6 +47,7 @@ import errno
 import hashlib
 import json
 import logging
+import mmap
 import os
 import secrets
 import select
@@ -61,6 +73,8 @@ NAME_MAX = 24  # "<pid>-<8 hex>.sock"
 DATAGRAM_MAX = 512  # a longer hint is not sent (the token alone wakes every handler)
 
 WANTS = ".want"
+BOARD = ".awake"  # one byte: 1 while a feed of that store waits for a commit (or it cannot tell), 0 while all are busy
+BOARD_SIZE = 8
 Wants = list[tuple[frozenset[str], str | None]] | None  # None: every commit
 
 Hint = tuple[str, str] | None
@@ -98,6 +112,8 @@ class Peers:
         self._expires = 0.0
         self._refused: set[str] = set()
         self._wants: dict[str, Wants] = {}
+        self._boards: dict[str, mmap.mmap | None] = {}
+        self._fresh = False  # the listing was just read: send to every socket, whatever the boards say
         self._lock = threading.Lock()
 
     def notify(self, db: str | None = None, actor: str | None = None) -> int:
@@ -113,10 +129,18 @@ class Peers:
             if len(hinted) <= DATAGRAM_MAX:
                 data = hinted
         sent = 0
+        every, self._fresh = self._fresh, False
         for name in names:
             wants = self._wants.get(name)
             if wants is not None and db is not None and not any(db in dbs and actor != skip for dbs, skip in wants):
                 continue  # none of its feeds acts on this commit
+            board = self._boards.get(name)
+            if board is not None and not every:
+                try:
+                    if not board[0]:
+                        continue  # every feed there has work in hand and looks again when done
+                except ValueError:
+                    pass  # closed by another thread's listing just now: send
             try:
                 sock.sendto(data, os.path.join(self.folder, name))
                 sent += 1
@@ -156,11 +180,20 @@ class Peers:
             if n.endswith(".sock") and n != self.own and n not in self._refused
         )
         self._wants = {n: read_wants(os.path.join(self.folder, n[: -len(".sock")] + WANTS)) for n in names}
+        boards = {n: self._boards.pop(n) if n in self._boards else open_board(self._stem(n) + BOARD) for n in names}
+        for gone in self._boards.values():
+            if gone is not None:
+                gone.close()
+        self._boards = boards
+        self._fresh = True
         self._names, self._mtime = names, mtime
         racy = RACY_FINE_NS if mtime % 1_000_000 else RACY_NS
         self._trusted = time.time_ns() - mtime >= racy
         self._expires = time.monotonic() + RELIST_S
         return names
+
+    def _stem(self, name: str) -> str:
+        return os.path.join(self.folder, name[: -len(".sock")])
 
     def _remove(self, name: str) -> None:
         path = os.path.join(self.folder, name)
@@ -169,18 +202,23 @@ class Peers:
             log.info("sqlite: removed the wake-up socket of a process that is gone: %s", path)
         except OSError:
             pass
-        try:
-            os.unlink(path[: -len(".sock")] + WANTS)
-        except OSError:
-            pass
+        for suffix in (WANTS, BOARD):
+            try:
+                os.unlink(path[: -len(".sock")] + suffix)
+            except OSError:
+                pass
         self._mtime = -1
 
     def close(self) -> None:
-        """Close the sending socket."""
+        """Close the sending socket and the boards it read."""
         with self._lock:
             if self._sock is not None:
                 self._sock.close()
                 self._sock = None
+            for board in self._boards.values():
+                if board is not None:
+                    board.close()
+            self._boards = {}
 
 
 class Listener:
@@ -191,6 +229,7 @@ class Listener:
         self.token = token
         self.name = f"{os.getpid()}-{token.decode()}.sock"
         self.path = os.path.join(folder, self.name)
+        self._board: mmap.mmap | None = None
         self._sock = self._bind()
         self._sock.setblocking(False)
         self._poll = select.poll()
@@ -204,6 +243,8 @@ class Listener:
                 _make_folder(self.folder)
             except OSError as exc:
                 raise WakeUnavailable(f"cannot create {self.folder}: {exc.strerror or exc}") from exc
+            if self._board is None:  # before the socket: a sender that lists the socket finds its board
+                self._board = make_board(self.path[: -len(".sock")] + BOARD)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             try:
                 sock.bind(self.path)
@@ -246,6 +287,12 @@ class Listener:
             json.dump(body, f)
         os.replace(tmp, path)
 
+    def set_waiting(self, waiting: bool) -> None:
+        """Say on the board whether any feed of this store waits for a commit (senders skip it while none does)."""
+        board = self._board
+        if board is not None:
+            board[0] = 1 if waiting else 0
+
     def interrupt(self) -> None:
         """Make a ``wait`` in another thread return now (with a datagram of our own)."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
@@ -258,8 +305,12 @@ class Listener:
     def close(self) -> None:
         """Close the socket and remove its file, and the folder when no one else listens."""
         self._sock.close()
-        wants = self.path[: -len(".sock")] + WANTS
-        for remove, path in ((os.unlink, self.path), (os.unlink, wants), (os.rmdir, self.folder)):
+        stem = self.path[: -len(".sock")]
+        if self._board is not None:
+            self._board.close()
+            self._board = None
+        for remove, path in ((os.unlink, self.path), (os.unlink, stem + WANTS), (os.unlink, stem + BOARD),
+                             (os.rmdir, self.folder)):
             try:
                 remove(path)
             except OSError:
@@ -275,6 +326,37 @@ def read_wants(path: str) -> Wants:
         return [(frozenset(str(d) for d in dbs), None if skip is None else str(skip)) for dbs, skip in body["wants"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def make_board(path: str) -> mmap.mmap | None:
+    """This store's board, saying "waiting" (None where it cannot be made: senders then always send)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return None
+    try:
+        os.write(fd, b"\x01" + bytes(BOARD_SIZE - 1))
+        return mmap.mmap(fd, BOARD_SIZE)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def open_board(path: str) -> mmap.mmap | None:
+    """Another store's board, read-only; None when it has none (an older version) or it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_size < BOARD_SIZE:
+            return None
+        return mmap.mmap(fd, BOARD_SIZE, prot=mmap.PROT_READ)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def new_token() -> bytes:
