@@ -71,9 +71,12 @@ def test_a_handler_in_another_process_is_woken_by_the_commit_not_by_a_poll(tmp_p
     try:
         folder = Path(wake_folder(str(db)))
         assert folder == tmp_path / "skyhub.db.wake"
-        socket, wants = sorted(folder.iterdir(), key=lambda p: p.suffix != ".sock")
-        assert socket.name.startswith(f"{proc.pid}-") and socket.name.endswith(".sock") and socket.is_socket()
-        assert wants.name == socket.name.replace(".sock", ".want")  # what its feed wants of others' commits
+        files = {p.suffix: p for p in folder.iterdir()}
+        assert sorted(files) == [".awake", ".sock", ".want"], sorted(files)
+        socket = files[".sock"]
+        assert socket.name.startswith(f"{proc.pid}-") and socket.is_socket()
+        assert files[".want"].name == socket.name.replace(".sock", ".want")  # what its feed wants of others' commits
+        assert files[".awake"].name == socket.name.replace(".sock", ".awake")  # whether its feed waits now
         for i in range(3):
             writer.put("notes", {"i": i}, f"n{i}", actor="user:ana")
             assert wait_for(log, f"n{i}", PROMPT_S), f"change {i} not handled within {PROMPT_S:g} s: no wake-up came"
@@ -99,9 +102,10 @@ def test_the_socket_of_a_killed_process_is_removed_by_the_next_commit(tmp_path, 
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     folder = Path(wake_folder(str(db)))
-    orphan, wants = sorted(folder.iterdir(), key=lambda p: p.suffix != ".sock")
+    left = sorted(folder.iterdir())
+    assert {p.suffix for p in left} == {".sock", ".want", ".awake"}
     writer.put("notes", {"i": 0}, "n0", actor="user:ana")
-    assert not orphan.exists() and not wants.exists()
+    assert not [p for p in left if p.exists()], "the killed process's socket, wants or board outlived the next commit"
     survivor = start_feed(db, tmp_path / "feed2.log", "--poll-s", "30")
     try:
         writer.put("notes", {"i": 1}, "n1", actor="user:ana")

@@ -234,3 +234,76 @@ def test_a_writer_sends_no_datagram_for_a_commit_no_feed_of_the_listener_wants(s
         assert writer._peers.notify("other", "user:ana") == 1
     finally:
         feed.stop()
+
+
+def _until(condition, seconds=5.0):
+    deadline = threading.Event()
+    for _ in range(int(seconds / 0.01)):
+        if condition():
+            return True
+        deadline.wait(0.01)
+    return condition()
+
+
+def test_a_writer_does_not_wake_a_process_whose_feeds_all_have_work_in_hand_and_loses_nothing(stores):
+    writer, worker = stores(handlers_may_write_notes()), stores(poll_interval=30)
+    inside, release, got = threading.Event(), threading.Event(), []
+
+    def work(change, ctx):
+        got.append(change.id)
+        inside.set()
+        release.wait(10)
+
+    feed = Feed(worker, [Handler("worker", ["notes"], work, skip_own=True)], clock=SYSTEM, idle_interval=60)
+    feed.start()
+    try:
+        writer.put("notes", {"i": 0}, "n0", actor="user:ana")
+        assert inside.wait(10), "the first change was not delivered"
+        # the feed has a batch in hand: after the listing's first send (sent to every socket whatever the
+        # boards say), the writer sends it nothing
+        assert _until(lambda: writer._peers.notify("notes", "user:ana") == 0), "a busy feed was still woken"
+        writer.put("notes", {"i": 1}, "n1", actor="user:ana")  # made while it is busy, with no wake-up
+        release.set()
+        assert _until(lambda: "n1" in got), "a change committed while the feed was busy was never delivered"
+        assert _until(lambda: writer._peers.notify("notes", "user:ana") == 1), "an idle feed is not woken"
+        writer.put("notes", {"i": 2}, "n2", actor="user:ana")
+        assert _until(lambda: "n2" in got), "the idle feed was not woken by the next commit"
+    finally:
+        release.set()
+        feed.stop()
+    assert got == ["n0", "n1", "n2"]
+
+
+def test_a_process_with_a_listener_that_does_not_say_when_it_waits_is_always_woken(stores):
+    writer, worker = stores(handlers_may_write_notes()), stores(poll_interval=30)
+    inside, release = threading.Event(), threading.Event()
+    feed = Feed(worker, [Handler("worker", ["notes"], lambda c, ctx: (inside.set(), release.wait(10)))],
+                clock=SYSTEM, idle_interval=60)
+    feed.start()
+    worker.subscribe(lambda change: None, hints=True)  # the console's live view, say: not paced
+    try:
+        writer.put("notes", {"i": 0}, "n0", actor="user:ana")
+        assert inside.wait(10)
+        for _ in range(3):
+            assert writer._peers.notify("notes", "user:ana") == 1
+    finally:
+        release.set()
+        feed.stop()
+
+
+def test_a_board_that_cannot_be_read_means_send(tmp_path):
+    from ledger.wake import BOARD, Peers, open_board
+
+    listener = Listener(str(tmp_path / "db.wake"), new_token())
+    try:
+        board = listener.path[: -len(".sock")] + BOARD
+        assert open_board(board) is not None
+        listener.set_waiting(False)
+        peers = Peers(listener.folder, new_token())
+        assert peers.notify() == 1  # the first after a listing: every socket
+        os.truncate(board, 0)  # a board that lies about its size (or an older version's missing one)
+        assert open_board(board) is None
+        peers.close()
+    finally:
+        listener.close()
+    assert not (tmp_path / "db.wake").exists(), "the board outlived its listener"
