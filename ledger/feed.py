@@ -215,12 +215,15 @@ class Feed:
                 except Exception:
                     log.exception("feed %s: unexpected failure", h.cursor)
                     more = False
-                if not more:
+                if more is None or (more is False and not self.store.skips_wakeups):
                     # nothing, or a short batch: the claim read everything there was, so only a
                     # commit since (or the idle interval, for expired leases) can bring more
                     woken = wake.wait(self.idle_interval)
                 else:
-                    woken = False
+                    # a full batch: more may be waiting; a short one where other processes sent no
+                    # wake-up while it was busy (store.waiting): look once more (a read, when nothing
+                    # came but its own writes), as a woken runner does
+                    woken = more is False
         finally:
             self.store.waiting(runner, False)
 

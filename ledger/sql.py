@@ -124,6 +124,7 @@ class SQLStore:
         self._unpaced = 0  # listeners that do not say when they wait (see waiting()): other processes always wake them
         self._waiters: set[str] = set()  # the paced listeners' runners that wait for a commit now
         self._said_waiting: bool | None = None  # what this store last told other processes
+        self.skips_wakeups = False  # other processes may send no wake-up while no runner waits (see waiting())
         self._publish_lock = threading.Lock()
         self.catalog = IndexCatalog(self.dialect, self.q)
         self._search_sql: dict[bool, SearchSQL] = {}
@@ -163,7 +164,8 @@ class SQLStore:
         """Tell other processes which of their commits this store's listeners act on (None: all)."""
 
     def _publish_waiting(self, waiting: bool) -> None:
-        """Tell other processes whether any listener here waits for a commit (see ``waiting``)."""
+        """Tell other processes whether any listener here waits for a commit (see ``waiting``); a backend
+        that acts on it sets ``skips_wakeups``."""
 
     def _committed(self, db: str, actor: str) -> None:
         """A write of ``actor`` to ``db`` just committed (called after COMMIT, in the writer's thread; must not raise)."""

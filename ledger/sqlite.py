@@ -201,6 +201,7 @@ class SQLiteStore(SQLiteBase):
                 try:
                     self._listener = Listener(self._peers.folder, self._token)
                     self._peers.own = self._listener.name
+                    self.skips_wakeups = True  # its board says when no feed here waits (ledger/wake.py)
                 except (WakeUnavailable, OSError) as exc:
                     log.warning("sqlite: wake-up sockets unavailable (%s): polling for other processes' commits every %g s",
                                 exc, self._poll_interval or POLL_S)

@@ -295,6 +295,10 @@ class Coordination(Protocol):
         runners say when they wait for a commit (``waiting``), and a backend may leave out other processes'
         wake-ups while none does."""
 
+    skips_wakeups: bool
+    """Whether other processes may send this store no wake-up while no paced runner waits: a runner
+    then looks once more after a short batch instead of waiting at once."""
+
     def waiting(self, runner: str, waiting: bool) -> None:
         """A paced listener's ``runner`` is about to claim and then wait for a commit (True, said before the
         claim), or has work in hand and claims again when done (False; also when it stops)."""

@@ -330,8 +330,12 @@ def test_after_a_short_batch_the_runner_waits_for_a_commit_instead_of_claiming_a
         deadline = time.monotonic() + 10
         while len(got) < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(0.3)  # a runner that claims again right away would have done so by now
-        assert got == [0, 1, 2] and counting.claims == 1
+        time.sleep(0.3)  # a runner that claims again and again would have done so by now
+        # where other processes may skip a busy runner's wake-ups (SQLite's boards), it looks once more
+        looks = 2 if store.skips_wakeups else 1
+        assert got == [0, 1, 2] and counting.claims == looks
+        position = store.feed_position("short")
+        assert position.done == position.claimed and not position.leases  # the look leased nothing
         put_notes(store, 1, start=3)  # a commit wakes it
         deadline = time.monotonic() + 10
         while len(got) < 4 and time.monotonic() < deadline:
