@@ -47,6 +47,14 @@ DEADLETTERS = "deadletters"
 # by the keeper's thread when a call is still running at its next look (5-50 ms: a slow call does not hold
 # the quick ones' writes back), and always before the feed waits to retry and before it moves its cursor.
 FLUSH_S = 0.05
+# Where other processes may skip a busy runner's wake-ups (SQLite's boards, store.skips_wakeups), a runner that
+# delivered a batch stays "hot" for HOT_S: it says it is not waiting and looks for work every HOT_LOOK_S (a read,
+# without the writer lock) instead of waiting for a wake-up. A steady stream of commits from another process then
+# costs their writer no wake-up at all: waking a sleeping thread in another process cost the writer ~100 us of a
+# ~250 us create here, and was the SQLite jobs bench's largest cost (docs/benchmarks.md, round 3, session 29).
+# After HOT_S without work it says it waits, looks once more, and sleeps until a wake-up, as before.
+HOT_S = 0.02
+HOT_LOOK_S = 0.001
 
 
 @dataclass
@@ -200,11 +208,14 @@ class Feed:
         except Exception:
             log.exception("feed %s: unexpected failure", h.cursor)
         runner = f"{h.cursor}#{next(self._runners)}"  # said waiting before each claim, busy once it has a batch
+        skips = self.store.skips_wakeups
         woken = False
+        hot_until = 0.0  # while hot (after a batch), the runner looks every HOT_LOOK_S and says it is not waiting
         try:
             while not self._stop.is_set():
                 wake.clear()  # before the claim: a commit from now on wakes the wait below
-                self.store.waiting(runner, True)  # and other processes' commits wake this process
+                hot = skips and time.monotonic() < hot_until
+                self.store.waiting(runner, not hot)  # when waiting, other processes' commits wake this process
                 try:
                     more = self._step(h, woken, runner)
                 except _Abandoned:
@@ -215,13 +226,18 @@ class Feed:
                 except Exception:
                     log.exception("feed %s: unexpected failure", h.cursor)
                     more = False
-                if more is None or (more is False and not self.store.skips_wakeups):
+                if more is not None and skips:
+                    hot_until = time.monotonic() + HOT_S
+                if more is None and hot:
+                    wake.wait(HOT_LOOK_S)  # this process's own commits still wake it at once
+                    woken = True  # (its own skipped changes are passed by the idle interval's claim)
+                elif more is None or (more is False and not skips):
                     # nothing, or a short batch: the claim read everything there was, so only a
                     # commit since (or the idle interval, for expired leases) can bring more
                     woken = wake.wait(self.idle_interval)
                 else:
                     # a full batch: more may be waiting; a short one where other processes sent no
-                    # wake-up while it was busy (store.waiting): look once more (a read, when nothing
+                    # wake-up while it was busy (store.waiting): look again (a read, when nothing
                     # came but its own writes), as a woken runner does
                     woken = more is False
         finally:

@@ -313,3 +313,28 @@ def test_a_board_that_cannot_be_read_means_send(tmp_path):
     finally:
         listener.close()
     assert not (tmp_path / "db.wake").exists(), "the board outlived its listener"
+
+
+def test_a_steady_stream_from_another_process_costs_its_writer_almost_no_wake_ups(stores):
+    writer, worker = stores(handlers_may_write_notes()), stores(poll_interval=30)
+    got = []
+    feed = Feed(worker, [Handler("worker", ["notes"], lambda change, ctx: got.append(change.id), skip_own=True)],
+                clock=SYSTEM, idle_interval=60)
+    feed.start()
+    sent = []
+    notify = writer._peers.notify
+    writer._peers.notify = lambda *a: sent.append(notify(*a)) or sent[-1]  # type: ignore[method-assign]
+    try:
+        pause = threading.Event()
+        pause.wait(0.2)  # past the time a new socket makes every commit list the folder again (RACY_FINE_NS)
+        writer.put("notes", {"i": 0}, "n0", actor="user:ana")
+        assert _until(lambda: got == ["n0"])
+        for i in range(1, 41):  # one every 2 ms: within HOT_S of the last batch, the worker looks for itself
+            writer.put("notes", {"i": i}, f"n{i}", actor="user:ana")
+            pause.wait(0.002)
+        assert _until(lambda: len(got) == 41), f"{len(got)} of 41 changes delivered"
+    finally:
+        feed.stop()
+    assert got == [f"n{i}" for i in range(41)]
+    # the first commit wakes it; a listing's first send goes to every socket (at most a few in the run)
+    assert sum(sent[1:]) <= 3, f"{sum(sent[1:])} wake-ups sent for 40 commits to a worker that was looking anyway"
