@@ -48,12 +48,14 @@ DEADLETTERS = "deadletters"
 # the quick ones' writes back), and always before the feed waits to retry and before it moves its cursor.
 FLUSH_S = 0.05
 # Where other processes may skip a busy runner's wake-ups (SQLite's boards, store.skips_wakeups), a runner that
-# delivered a batch stays "hot" for HOT_S: it says it is not waiting and looks for work every HOT_LOOK_S (a read,
-# without the writer lock) instead of waiting for a wake-up. A steady stream of commits from another process then
+# delivered a batch stays "hot" for HOT_S: it says it is not waiting and looks for work after pauses growing from
+# HOT_FIRST_S to HOT_LOOK_S (a read, without the writer lock) instead of waiting for a wake-up; the short first
+# pauses keep a writer that waits for each job's result (ping-pong) near the wake-up's latency. A steady stream of commits from another process then
 # costs their writer no wake-up at all: waking a sleeping thread in another process cost the writer ~100 us of a
 # ~250 us create here, and was the SQLite jobs bench's largest cost (docs/benchmarks.md, round 3, session 29).
 # After HOT_S without work it says it waits, looks once more, and sleeps until a wake-up, as before.
 HOT_S = 0.02
+HOT_FIRST_S = 0.0001
 HOT_LOOK_S = 0.001
 
 
@@ -210,7 +212,8 @@ class Feed:
         runner = f"{h.cursor}#{next(self._runners)}"  # said waiting before each claim, busy once it has a batch
         skips = self.store.skips_wakeups
         woken = False
-        hot_until = 0.0  # while hot (after a batch), the runner looks every HOT_LOOK_S and says it is not waiting
+        hot_until = 0.0  # while hot (after a batch), the runner looks for itself and says it is not waiting
+        pause = HOT_FIRST_S
         try:
             while not self._stop.is_set():
                 wake.clear()  # before the claim: a commit from now on wakes the wait below
@@ -227,9 +230,10 @@ class Feed:
                     log.exception("feed %s: unexpected failure", h.cursor)
                     more = False
                 if more is not None and skips:
-                    hot_until = time.monotonic() + HOT_S
+                    hot_until, pause = time.monotonic() + HOT_S, HOT_FIRST_S
                 if more is None and hot:
-                    wake.wait(HOT_LOOK_S)  # this process's own commits still wake it at once
+                    wake.wait(pause)  # this process's own commits still wake it at once
+                    pause = min(pause * 2, HOT_LOOK_S)
                     woken = True  # (its own skipped changes are passed by the idle interval's claim)
                 elif more is None or (more is False and not skips):
                     # nothing, or a short batch: the claim read everything there was, so only a
