@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .actor import ADMIN, user
 from .actor import handler as handler_actor
@@ -39,6 +39,9 @@ from .keeper import Keeper, Lease
 from .machine import Edge, Machine
 from .move import Move
 from .store import MAX_BATCH, Batch, Change, Elsewhere, Ledger, Store, Write, Writes
+
+if TYPE_CHECKING:
+    from .wake import Lead
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,10 @@ FLUSH_S = 0.05
 HOT_S = 0.02
 HOT_FIRST_S = 0.0001
 HOT_LOOK_S = 0.001
+# A runner whose group's lead another process's hot runner holds (ledger/wake.py's Lead) stands by: it looks at
+# the lead every STANDBY_S (shared memory, no read of the database) and for work itself only when the leader has
+# been in one batch for JOIN_S, has stopped looking, or has let the lead go (then it takes it).
+STANDBY_S = 0.005
 
 
 @dataclass
@@ -214,12 +221,27 @@ class Feed:
         woken = False
         hot_until = 0.0  # while hot (after a batch), the runner looks for itself and says it is not waiting
         pause = HOT_FIRST_S
+        # the group's lead among processes (ledger/wake.py), taken while hot; made now, as a file in the wake-up
+        # folder: made later, it would move the folder's mtime, and senders would wake every process for a while
+        lead: Lead | _NoLead | None = (self.store.lead(h.cursor) or _NoLead()) if skips else None
         try:
             while not self._stop.is_set():
                 wake.clear()  # before the claim: a commit from now on wakes the wait below
                 hot = skips and time.monotonic() < hot_until
+                if lead is not None:
+                    if not hot:
+                        lead.release()  # it waits for wake-ups now: the others look for themselves
+                    elif not lead.take() and lead.covered():
+                        # another process's hot runner looks for this group's work: stand by, neither
+                        # reading nor woken, and look again shortly (its batch may run long, it may stop)
+                        self.store.waiting(runner, False)
+                        wake.wait(STANDBY_S)
+                        hot_until = max(hot_until, time.monotonic() + HOT_S)
+                        continue
                 self.store.waiting(runner, not hot)  # when waiting, other processes' commits wake this process
                 try:
+                    if lead is not None:
+                        lead.busy(True)
                     more = self._step(h, woken, runner)
                 except _Abandoned:
                     return  # this thread's handler call ran past its time: another thread took over
@@ -229,6 +251,9 @@ class Feed:
                 except Exception:
                     log.exception("feed %s: unexpected failure", h.cursor)
                     more = False
+                finally:
+                    if lead is not None:
+                        lead.busy(False)
                 if more is not None and skips:
                     hot_until, pause = time.monotonic() + HOT_S, HOT_FIRST_S
                 if more is None and hot:
@@ -246,6 +271,8 @@ class Feed:
                     woken = more is False
         finally:
             self.store.waiting(runner, False)
+            if lead is not None:
+                lead.close()
 
     def drain(self, max_batches: int = 10_000) -> int:
         """Deliver everything pending to every handler, in this thread. Returns batches run."""
@@ -447,6 +474,27 @@ class Feed:
 
 
 _LOST = "\0lost"
+
+
+class _NoLead:
+    """Where the store has no leads: every runner looks for its own work."""
+
+    held = True
+
+    def take(self) -> bool:
+        return True
+
+    def covered(self) -> bool:
+        return False
+
+    def busy(self, busy: bool) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class _Abandoned(BaseException):

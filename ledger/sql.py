@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from dataclasses import field as default
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .actor import parse_actor
 from .clock import Clock
@@ -64,6 +64,9 @@ from .store import (
     Written,
     check_batch,
 )
+
+if TYPE_CHECKING:
+    from .wake import Lead
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +277,11 @@ class SQLStore:
             else:
                 self._waiters.discard(runner)
             self._tell_waiting()
+
+    def lead(self, group: str) -> Lead | None:
+        """A handle on feed group ``group``'s lead among the processes on this database (``ledger.wake.Lead``),
+        for a runner that looks for work without being woken; None where there is none (every runner looks)."""
+        return None
 
     def _tell_waiting(self) -> None:  # with _listeners_lock held
         now = self._unpaced > 0 or bool(self._waiters)

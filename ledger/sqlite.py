@@ -31,7 +31,7 @@ from .schema import SQLITE, compile_queries
 from .sql import SQLStore
 from .store import Want
 from .wake import AVAILABLE as SOCKETS_AVAILABLE
-from .wake import Listener, Peers, WakeUnavailable, new_token, wake_folder
+from .wake import Lead, Listener, Peers, WakeUnavailable, new_token, wake_folder
 from .writelock import WAIT_S as WRITER_WAIT_S
 from .writelock import WriterLock
 
@@ -216,6 +216,17 @@ class SQLiteStore(SQLiteBase):
             listener.publish(wants)
         except OSError as exc:  # senders then send everything: only slower
             self._warn("wants", "sqlite: could not publish what this process's feeds want: %s", exc)
+
+    def lead(self, group: str) -> Lead | None:
+        """Group ``group``'s lead, in the wake-up folder; None while this store does not listen."""
+        listener = self._listener
+        if listener is None:
+            return None
+        try:
+            return Lead(listener.folder, group)
+        except (OSError, ValueError) as exc:  # every runner looks for itself: only slower
+            self._warn("lead", "sqlite: no lead for feed group %s: %s", group, exc)
+            return None
 
     def _publish_waiting(self, waiting: bool) -> None:
         listener = self._listener

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .clock import Clock
 from .errors import BackendError, Invalid, LedgerError
+
+if TYPE_CHECKING:
+    from .wake import Lead
 
 Doc = dict[str, Any]
 Listener = Callable[["Change | None"], None]
@@ -302,6 +305,11 @@ class Coordination(Protocol):
     def waiting(self, runner: str, waiting: bool) -> None:
         """A paced listener's ``runner`` is about to claim and then wait for a commit (True, said before the
         claim), or has work in hand and claims again when done (False; also when it stops)."""
+
+    def lead(self, group: str) -> Lead | None:
+        """A handle on feed group ``group``'s lead among the processes sharing the database (``ledger.wake.Lead``:
+        while the hot runner holding it looks for the group's work, the others need not); None where there is
+        none, and every runner looks for itself."""
 
     def feed_claim(
         self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, batch: int = 10, *, skip_actor: str | None = None,

@@ -36,6 +36,17 @@ store, in a folder beside the database (``skyhub.db.wake/`` for ``skyhub.db``).
   reaches it; what was committed before is for the subscriber's own first look (subscribe,
   then read, as with NOTIFY), and the poll catches a commit that slipped in during the bind.
 
+- A feed group whose runners live in several processes has a *lead* (``<hash of the group>.lead``
+  in the folder; ``Lead``): the hot runner holding it (an ``flock``, released by the kernel when
+  its process dies) looks for the group's work, and the others stand by without reading the
+  database or being woken while it does. A stand-by looks for itself when the lead is free (and
+  takes it), when the leader has been in one batch longer than JOIN_S, or when it has not looked
+  for STALE_S (a stopped process). Two workers of a group fed by a third process's stream of
+  small jobs otherwise both claim each job as it comes: twice the claims and finishes, each a
+  write transaction for the single writer, in batches half as large (docs/benchmarks.md, round 3,
+  session 30). The lead decides only who looks: the claim's transaction still decides who gets a
+  batch, so a wrong reading of it costs time, never a job.
+
 A path longer than a socket address allows (107 bytes) moves the folder to
 ``/tmp/skyhub-wake-<uid>-<hash of the database's path>``. Where sockets cannot be used, the
 store polls ``PRAGMA data_version`` instead (see ``ledger/sqlite.py``).
@@ -44,6 +55,7 @@ store polls ``PRAGMA data_version`` instead (see ``ledger/sqlite.py``).
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import logging
@@ -53,6 +65,7 @@ import secrets
 import select
 import socket
 import stat
+import struct
 import sys
 import tempfile
 import threading
@@ -71,6 +84,11 @@ RACY_FINE_NS = 50_000_000
 ADDRESS_MAX = 107  # bytes of a socket path (sun_path holds 108 with the NUL)
 NAME_MAX = 24  # "<pid>-<8 hex>.sock"
 DATAGRAM_MAX = 512  # a longer hint is not sent (the token alone wakes every handler)
+
+LEAD = ".lead"
+LEAD_SIZE = 16  # two little-endian int64: the leader's batch started (monotonic ns; 0: it looks for work), its last look
+JOIN_S = 0.01  # a stand-by looks for itself once the leader has been in one batch this long
+STALE_S = 0.01  # ... or once the leader has not looked for this long (a stopped process)
 
 WANTS = ".want"
 BOARD = ".awake"  # one byte: 1 while a feed of that store waits for a commit (or it cannot tell), 0 while all are busy
@@ -309,12 +327,79 @@ class Listener:
         if self._board is not None:
             self._board.close()
             self._board = None
-        for remove, path in ((os.unlink, self.path), (os.unlink, stem + WANTS), (os.unlink, stem + BOARD),
-                             (os.rmdir, self.folder)):
+        for path in (self.path, stem + WANTS, stem + BOARD):
             try:
-                remove(path)
+                os.unlink(path)
             except OSError:
-                pass  # already gone, or another process still listens
+                pass  # already gone
+        _remove_folder(self.folder)
+
+
+class Lead:
+    """One runner's handle on its feed group's lead (see the module's docstring). ``take`` before
+    looking, ``busy`` around each batch, ``looked`` after each look, ``release`` when it stops
+    looking and waits for a wake-up; a runner that cannot take it asks ``covered``."""
+
+    def __init__(self, folder: str, group: str) -> None:
+        name = hashlib.sha256(group.encode()).hexdigest()[:16] + LEAD
+        self.path = os.path.join(folder, name)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            if os.fstat(fd).st_size < LEAD_SIZE:
+                os.ftruncate(fd, LEAD_SIZE)  # zeros: nobody leads (another process doing the same writes the same)
+            self._map = mmap.mmap(fd, LEAD_SIZE)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.held = False
+
+    def take(self) -> bool:
+        """Lead the group if nobody does; whether this runner leads now."""
+        if not self.held:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False
+            self.held = True
+            struct.pack_into("<qq", self._map, 0, 0, time.monotonic_ns())
+        return True
+
+    def busy(self, busy: bool) -> None:
+        """The leader starts a batch (True) or looks for work again (False)."""
+        if self.held:
+            now = time.monotonic_ns()
+            struct.pack_into("<qq", self._map, 0, now if busy else 0, now)
+
+    def looked(self) -> None:
+        """The leader looked for work just now (it did not find any)."""
+        if self.held:
+            struct.pack_into("<q", self._map, 8, time.monotonic_ns())
+
+    def covered(self) -> bool:
+        """For a runner that does not lead: whether the leader is looking for the group's work (it looked
+        less than STALE_S ago and has not been in its batch for JOIN_S), so this one need not."""
+        busy, looked = struct.unpack_from("<qq", self._map, 0)
+        now = time.monotonic_ns()
+        if not looked or now - looked > STALE_S * 1e9:
+            return False
+        return not busy or now - busy < JOIN_S * 1e9
+
+    def release(self) -> None:
+        """Stop leading: the others look for themselves from now on."""
+        if self.held:
+            struct.pack_into("<qq", self._map, 0, 0, 0)
+            self.held = False
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Release the lead and close the file (it stays, for the group's other processes)."""
+        self.release()
+        self._map.close()
+        os.close(self._fd)
 
 
 def read_wants(path: str) -> Wants:
@@ -357,6 +442,25 @@ def open_board(path: str) -> mmap.mmap | None:
         return None
     finally:
         os.close(fd)
+
+
+def _remove_folder(folder: str) -> None:
+    """Remove the folder if no other store listens there (groups' leads left over are removed with it)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    if any(not n.endswith(LEAD) for n in names):
+        return  # another process still listens (or is binding)
+    for name in names:
+        try:
+            os.unlink(os.path.join(folder, name))  # a stand-by still holding it open keeps its own: only slower
+        except OSError:
+            pass
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass  # a store bound meanwhile
 
 
 def new_token() -> bytes:

@@ -338,3 +338,73 @@ def test_a_steady_stream_from_another_process_costs_its_writer_almost_no_wake_up
     assert got == [f"n{i}" for i in range(41)]
     # the first commit wakes it; a listing's first send goes to every socket (at most a few in the run)
     assert sum(sent[1:]) <= 3, f"{sum(sent[1:])} wake-ups sent for 40 commits to a worker that was looking anyway"
+
+
+def test_a_feed_group_has_one_lead_until_it_is_let_go_or_its_process_dies(tmp_path):
+    import subprocess
+    import sys
+
+    from ledger.wake import Lead
+
+    folder = tmp_path / "db.wake"
+    folder.mkdir()
+    a, b, mail = Lead(str(folder), "jobs"), Lead(str(folder), "jobs"), Lead(str(folder), "mail")
+    try:
+        assert a.take() and not b.take(), "two runners of one group lead it at once"
+        assert mail.take(), "another group's lead is its own"
+        assert b.covered(), "the leader just took the lead: it looks for the group's work"
+        a.busy(True)  # the leader's batch runs long: the others look for themselves
+        assert _until(lambda: not b.covered())
+        a.busy(False)
+        assert b.covered()
+        assert _until(lambda: not b.covered()), "a leader that stopped looking (a stopped process) still covers"
+        a.release()
+        assert not b.covered() and b.take(), "a lead let go is not taken by the next runner"
+        b.release()
+        code = (f"import sys, time; sys.path.insert(0, {os.getcwd()!r}); from ledger.wake import Lead; "
+                f"lead = Lead({str(folder)!r}, 'jobs'); assert lead.take(); print('taken', flush=True); time.sleep(60)")
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == "taken"
+            assert not b.take(), "a lead held by another process was taken"
+            child.kill()  # kill -9: the kernel lets go of its lock
+            child.wait(10)
+            assert b.take(), "the lead of a process that died was not let go"
+        finally:
+            child.kill()
+            child.wait(10)
+            child.stdout.close()  # type: ignore[union-attr]
+    finally:
+        for lead in (a, b, mail):
+            lead.close()
+
+
+def test_a_runner_stands_by_while_another_process_leads_its_group_and_looks_once_the_leader_is_stuck(stores, monkeypatch):
+    from ledger import wake
+    from ledger.wake import Lead
+
+    monkeypatch.setattr(wake, "STALE_S", 3600.0)  # the leader here is this test: it never looks, and is never stale
+    monkeypatch.setattr(wake, "JOIN_S", 0.05)
+    writer, worker = stores(handlers_may_write_notes()), stores(poll_interval=30)
+    got = []
+    feed = Feed(worker, [Handler("worker", ["notes"], lambda change, ctx: got.append(change.id))],
+                clock=SYSTEM, idle_interval=60)
+    feed.start()
+    leader = Lead(wake_folder(worker.path), "worker")
+    try:
+        assert leader.take()
+        writer.put("notes", {"i": 0}, "n0", actor="user:ana")  # the runner is woken, delivers it, and stands by
+        assert _until(lambda: got == ["n0"])
+        writer.put("notes", {"i": 1}, "n1", actor="user:ana")
+        writer.put("notes", {"i": 2}, "n2", actor="user:ana")
+        threading.Event().wait(0.3)
+        assert got == ["n0"], "a runner looked for work while another process's leader was looking"
+        leader.busy(True)  # the leader's batch runs past JOIN_S: the runner looks for itself
+        assert _until(lambda: got == ["n0", "n1", "n2"], 10), f"stuck leader: {got}"
+        leader.release()  # the runner takes the lead, and its work
+        writer.put("notes", {"i": 3}, "n3", actor="user:ana")
+        assert _until(lambda: got == ["n0", "n1", "n2", "n3"], 10), f"lead let go: {got}"
+        assert not leader.take(), "the runner did not take the lead that was let go"
+    finally:
+        feed.stop()
+        leader.close()
