@@ -251,9 +251,8 @@ class Feed:
                 except Exception:
                     log.exception("feed %s: unexpected failure", h.cursor)
                     more = False
-                finally:
-                    if lead is not None:
-                        lead.busy(False)
+                if lead is not None and more is not True:
+                    lead.busy(False)  # (after a batch that found more waiting it stays busy: a backlog)
                 if more is not None and skips:
                     hot_until, pause = time.monotonic() + HOT_S, HOT_FIRST_S
                 if more is None and hot:

@@ -40,7 +40,8 @@ store, in a folder beside the database (``skyhub.db.wake/`` for ``skyhub.db``).
   in the folder; ``Lead``): the hot runner holding it (an ``flock``, released by the kernel when
   its process dies) looks for the group's work, and the others stand by without reading the
   database or being woken while it does. A stand-by looks for itself when the lead is free (and
-  takes it), when the leader has been in one batch longer than JOIN_S, or when it has not looked
+  takes it), when the leader has been in one batch, or in batches that each found more waiting (a
+  backlog), for longer than JOIN_S, or when it has not looked
   for STALE_S (a stopped process). Two workers of a group fed by a third process's stream of
   small jobs otherwise both claim each job as it comes: twice the claims and finishes, each a
   write transaction for the single writer, in batches half as large (docs/benchmarks.md, round 3,
@@ -87,7 +88,7 @@ DATAGRAM_MAX = 512  # a longer hint is not sent (the token alone wakes every han
 
 LEAD = ".lead"
 LEAD_SIZE = 16  # two little-endian int64: the leader's batch started (monotonic ns; 0: it looks for work), its last look
-JOIN_S = 0.01  # a stand-by looks for itself once the leader has been in one batch this long
+JOIN_S = 0.05  # a stand-by looks for itself once the leader has been in one batch (or a backlog) this long
 STALE_S = 0.01  # ... or once the leader has not looked for this long (a stopped process)
 
 WANTS = ".want"
@@ -366,10 +367,12 @@ class Lead:
         return True
 
     def busy(self, busy: bool) -> None:
-        """The leader starts a batch (True) or looks for work again (False)."""
+        """The leader starts a batch (True: since the first of a run of batches that found more waiting,
+        a backlog) or looks for work again (False)."""
         if self.held:
             now = time.monotonic_ns()
-            struct.pack_into("<qq", self._map, 0, now if busy else 0, now)
+            since = struct.unpack_from("<q", self._map, 0)[0] or now if busy else 0
+            struct.pack_into("<qq", self._map, 0, since, now)
 
     def looked(self) -> None:
         """The leader looked for work just now (it did not find any)."""

@@ -72,11 +72,12 @@ def test_a_handler_in_another_process_is_woken_by_the_commit_not_by_a_poll(tmp_p
         folder = Path(wake_folder(str(db)))
         assert folder == tmp_path / "skyhub.db.wake"
         files = {p.suffix: p for p in folder.iterdir()}
-        assert sorted(files) == [".awake", ".sock", ".want"], sorted(files)
+        assert sorted(files) == [".awake", ".lead", ".sock", ".want"], sorted(files)
         socket = files[".sock"]
         assert socket.name.startswith(f"{proc.pid}-") and socket.is_socket()
         assert files[".want"].name == socket.name.replace(".sock", ".want")  # what its feed wants of others' commits
         assert files[".awake"].name == socket.name.replace(".sock", ".awake")  # whether its feed waits now
+        assert files[".lead"].stat().st_size == 16  # its feed group's lead among processes (ledger/wake.py)
         for i in range(3):
             writer.put("notes", {"i": i}, f"n{i}", actor="user:ana")
             assert wait_for(log, f"n{i}", PROMPT_S), f"change {i} not handled within {PROMPT_S:g} s: no wake-up came"
@@ -102,8 +103,8 @@ def test_the_socket_of_a_killed_process_is_removed_by_the_next_commit(tmp_path, 
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     folder = Path(wake_folder(str(db)))
-    left = sorted(folder.iterdir())
-    assert {p.suffix for p in left} == {".sock", ".want", ".awake"}
+    assert {p.suffix for p in folder.iterdir()} == {".sock", ".want", ".awake", ".lead"}
+    left = sorted(p for p in folder.iterdir() if p.suffix != ".lead")  # a group's lead is the group's, kept
     writer.put("notes", {"i": 0}, "n0", actor="user:ana")
     assert not [p for p in left if p.exists()], "the killed process's socket, wants or board outlived the next commit"
     survivor = start_feed(db, tmp_path / "feed2.log", "--poll-s", "30")
