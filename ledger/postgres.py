@@ -336,11 +336,12 @@ class PostgresStore(SQLStore):
 
     def _write(
         self, db: str, id: str, body: Doc, text: str, actor: str,
-        if_rev: str | None, create_only: bool, deleted: bool,
+        if_rev: str | None, create_only: bool, deleted: bool, new: bool = False,
     ) -> Doc:
         """Check against the head this process knows (or reads), then write in one statement
         that commits only if the head is still that one; else check again against the head
-        the statement returns. Messages and outcomes are those of the locked write."""
+        the statement returns. Messages and outcomes are those of the locked write. (``new``:
+        an id of this store's making; every write is judged before its statement here.)"""
         now = self._clock.now_ms()
         known = self._heads.get(db, id)
         head: Head | None = None

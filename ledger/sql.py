@@ -336,8 +336,9 @@ class SQLStore:
         """Write ``doc`` as ``actor``; ``if_rev`` or ``create_only`` make the write conditional (Conflict when stale)."""
         check_db(db)
         parse_actor(actor)
+        new = id is None and doc.get("_id") is None  # an id made here: no document has it yet
         id, body, text, if_rev = self._prepare(db, doc, id, if_rev, create_only)
-        return self._write(db, id, body, text, actor, if_rev, create_only, deleted=False)
+        return self._write(db, id, body, text, actor, if_rev, create_only, deleted=False, new=new)
 
     def _prepare(
         self, db: str, doc: Doc, id: str | None, if_rev: str | None, create_only: bool,
@@ -476,9 +477,21 @@ class SQLStore:
 
     def _write(
         self, db: str, id: str, body: Doc, text: str, actor: str,
-        if_rev: str | None, create_only: bool, deleted: bool,
+        if_rev: str | None, create_only: bool, deleted: bool, new: bool = False,
     ) -> Doc:
         now = self._clock.now_ms()
+        if new:
+            # a new id of this store's making has no head: the write is judged before the transaction (as
+            # PostgreSQL judges every write), so the writer lock is held for the insert and the append alone
+            rev = self._admit(db, id, None, body, text, actor, if_rev, create_only, deleted, now, read=self._reader())
+            args = {"db": db, "id": id, "rev": rev, "body": text, "deleted": int(deleted), "at": now}
+            with self._tx() as cur:
+                cur.execute(self.q.insert_doc, args)
+                if cur.rowcount != 1:
+                    raise Conflict(f"document {id!r} was created in {db!r} by another writer just now")
+                args["actor"] = actor
+                seq = self._append_change(cur, args)
+            return self._written(db, id, body, rev, deleted, actor, now, seq)
         key = {"db": db, "id": id}
         with self._tx() as cur:
             cur.execute(self.q.head, key)
