@@ -243,9 +243,12 @@ class PostgresStore(SQLStore):
         cur.execute(self.q.append_change, args)
         return int(cur.fetchone()[0])
 
+    def _judge_ahead(self, work: Any) -> None:
+        """Nothing: a batch's statement here judges against the heads it locks, held for a round trip alone."""
+
     def _write_docs(
         self, cur: Any, db: str, actor: str, prepared: list[Prepared], heads: dict[str, Head | None],
-        out: list[Written | None], now: int,
+        out: list[Written | None], now: int, ahead: Any = None,
     ) -> list[Admitted]:
         """A batch's documents in at most two statements, however many there are (``SQLStore._write_docs``
         writes one at a time). Every write is judged first, in the same order and against the same heads

@@ -675,6 +675,7 @@ class Queries:
     get: str = "SELECT rev, {body}, deleted FROM docs WHERE db = :db AND id = :id"
     has_db: str = "SELECT 1 FROM docs WHERE db = :db LIMIT 1"
     head: str = "SELECT rev, {body}, deleted FROM docs WHERE db = :db AND id = :id{for_update}"
+    head_rev: str = "SELECT rev, deleted FROM docs WHERE db = :db AND id = :id"
     insert_doc: str = (
         "INSERT INTO docs (db, id, rev, body, deleted, written) VALUES (:db, :id, :rev, :body, :deleted, :at) "
         "ON CONFLICT (db, id) DO NOTHING"

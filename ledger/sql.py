@@ -93,6 +93,9 @@ class _BatchWork:
     prepared: list[Prepared] = default(default_factory=list)
     done: list[Admitted] = default(default_factory=list)
     seqs: list[int] = default(default_factory=list)
+    # judged before the transaction (``_judge_ahead``), by id: (the head's revision then or None, deleted,
+    # the revision the write makes or its refusal); used where the head is still that one
+    ahead: dict[str, tuple[str | None, bool, str | LedgerError]] | None = None
 """A batch's write admitted and written: (index in the batch, id, body, revision, its JSON)."""
 
 
@@ -103,6 +106,9 @@ class Head:
 
     def __init__(self, rev: str, body: Doc, deleted: bool) -> None:
         self.rev, self.body, self.deleted = rev, body, deleted
+
+
+_UNREAD: Doc = {}  # the body of a head read by its revision alone (``_check_heads``): the write was judged against it
 
 
 def no_database(db: str) -> str:
@@ -373,6 +379,7 @@ class SQLStore:
         nothing back. A database error fails the whole batch (nothing of it is written)."""
         work = self._batch_begin(db, writes, actor)
         if work.prepared:
+            self._judge_ahead(work)
             with self._tx() as cur:
                 self._batch_write(cur, work)
         return self._batch_end(work)
@@ -390,13 +397,55 @@ class SQLStore:
                 work.out[i] = exc
         return work
 
+    def _judge_ahead(self, work: _BatchWork) -> None:
+        """Judge a batch's writes against the heads as committed now, before its transaction (SQLite: the
+        writer lock is then held for the writes alone); the transaction uses a judgment where the head is
+        still the one judged against (one revision read), and judges again where it moved. A judgment whose
+        rules read other documents (a person's role) is left to the transaction, where the reads see the
+        batch's earlier writes; so is every write of a batch that writes one id twice."""
+        ids = [p[1] for p in work.prepared]
+        if len(set(ids)) != len(ids):
+            return
+        db, actor, now = work.db, work.actor, work.now
+        with self._op() as cur:
+            heads = {}
+            for doc_id in ids:
+                cur.execute(self.q.head, {"db": db, "id": doc_id})
+                row = cur.fetchone()
+                heads[doc_id] = Head(row[0], decode(row[1]), bool(row[2])) if row else None
+        reads = 0
+
+        def read(db: str, id: str) -> Doc | None:
+            nonlocal reads
+            reads += 1
+            return None
+
+        ahead: dict[str, tuple[str | None, bool, str | LedgerError]] = {}
+        for _, doc_id, body, text, if_rev, create_only in work.prepared:
+            head = heads[doc_id]
+            outcome: str | LedgerError
+            before = reads
+            try:
+                outcome = self._admit(db, doc_id, head, body, text, actor, if_rev, create_only, False, now, read=read)
+            except LedgerError as exc:
+                outcome = exc
+            if reads == before:  # a judgment that read other documents (a role) is made again in the transaction
+                ahead[doc_id] = (head.rev if head else None, bool(head and head.deleted), outcome)
+        work.ahead = ahead
+
     def _batch_write(self, cur: Any, work: _BatchWork) -> None:
         """The batch's part of a transaction (``put_many``'s own, or a feed operation's): heads locked, writes
         judged, documents written, changes appended."""
         if not work.prepared:
             return
-        heads = self._lock_heads(cur, work.db, sorted({p[1] for p in work.prepared}))
-        work.done = self._write_docs(cur, work.db, work.actor, work.prepared, heads, work.out, work.now)
+        ids = sorted({p[1] for p in work.prepared})
+        if work.ahead is not None:
+            heads = self._check_heads(cur, work.db, ids, work.ahead)
+            work.done = self._write_docs(cur, work.db, work.actor, work.prepared, heads, work.out, work.now,
+                                         ahead=work.ahead)
+        else:
+            heads = self._lock_heads(cur, work.db, ids)
+            work.done = self._write_docs(cur, work.db, work.actor, work.prepared, heads, work.out, work.now)
         work.seqs = self._append_changes(cur, work.db, work.actor, work.done, work.now) if work.done else []
 
     def _batch_end(self, work: _BatchWork) -> list[Written]:
@@ -413,7 +462,7 @@ class SQLStore:
 
     def _write_docs(
         self, cur: Any, db: str, actor: str, prepared: list[Prepared], heads: dict[str, Head | None],
-        out: list[Written | None], now: int,
+        out: list[Written | None], now: int, ahead: dict[str, tuple[str | None, bool, str | LedgerError]] | None = None,
     ) -> list[Admitted]:
         """Judge a batch's writes against the locked ``heads`` and write their documents, in ``cur``'s
         transaction; each refusal goes to ``out`` at its write's index. The writes admitted and written,
@@ -425,11 +474,18 @@ class SQLStore:
         # wait for each other in one order, never in a circle), a repeated id in the batch's order
         for i, doc_id, body, text, if_rev, create_only in sorted(prepared, key=lambda p: (p[1], p[0])):
             head = heads[doc_id]
-            try:
-                rev = self._admit(db, doc_id, head, body, text, actor, if_rev, create_only, False, now, cur)
-            except LedgerError as exc:
-                out[i] = exc
-                continue
+            judged = ahead.get(doc_id) if ahead is not None else None  # kept only where the head did not move
+            if judged is not None:
+                if isinstance(judged[2], LedgerError):  # judged before the transaction, against this same head
+                    out[i] = judged[2]
+                    continue
+                rev = judged[2]
+            else:
+                try:
+                    rev = self._admit(db, doc_id, head, body, text, actor, if_rev, create_only, False, now, cur)
+                except LedgerError as exc:
+                    out[i] = exc
+                    continue
             args = {"db": db, "id": doc_id, "rev": rev, "body": text, "deleted": 0, "at": now}
             if doc_id not in stored:
                 cur.execute(self.q.insert_doc, args)
@@ -454,6 +510,29 @@ class SQLStore:
             args = {"db": db, "id": doc_id, "rev": rev, "body": text, "deleted": 0, "at": now, "actor": actor}
             seqs.append(self._append_change(cur, args, again=bool(seqs)))
         return seqs
+
+    def _check_heads(
+        self, cur: Any, db: str, ids: list[str], ahead: dict[str, tuple[str | None, bool, str | LedgerError]],
+    ) -> dict[str, Head | None]:
+        """``_lock_heads`` for a batch judged ahead: a head still at the revision judged against is read by its
+        revision alone (its body ``_UNREAD``), one that moved in full."""
+        heads: dict[str, Head | None] = {}
+        for doc_id in ids:
+            cur.execute(self.q.head_rev, {"db": db, "id": doc_id})
+            row = cur.fetchone()
+            rev, deleted = (row[0], bool(row[1])) if row else (None, False)
+            judged = ahead.get(doc_id)
+            if judged is not None and judged[0] == rev and judged[1] == deleted:
+                heads[doc_id] = Head(rev, _UNREAD, deleted) if rev is not None else None
+            elif rev is None:
+                heads[doc_id] = None
+                ahead.pop(doc_id, None)
+            else:
+                cur.execute(self.q.head, {"db": db, "id": doc_id})
+                row = cur.fetchone()
+                heads[doc_id] = Head(row[0], decode(row[1]), bool(row[2]))
+                ahead.pop(doc_id, None)
+        return heads
 
     def _lock_heads(self, cur: Any, db: str, ids: list[str]) -> dict[str, Head | None]:
         """The heads of ``ids`` (sorted) in the write's transaction, each locked for the write (None: no such row)."""
@@ -481,9 +560,22 @@ class SQLStore:
     ) -> Doc:
         now = self._clock.now_ms()
         if new:
-            # a new id of this store's making has no head: the write is judged before the transaction (as
-            # PostgreSQL judges every write), so the writer lock is held for the insert and the append alone
-            rev = self._admit(db, id, None, body, text, actor, if_rev, create_only, deleted, now, read=self._reader())
+            # a new id of this store's making has no head: the write is judged before the transaction, so the
+            # writer lock is held for the insert and the append alone (unless its rules read other documents,
+            # a person's role: those reads are the transaction's)
+            reads: list[str] = []
+
+            def read(d: str, i: str) -> Doc | None:
+                reads.append(i)
+                return None
+
+            try:
+                rev = self._admit(db, id, None, body, text, actor, if_rev, create_only, deleted, now, read=read)
+            except LedgerError:
+                if not reads:
+                    raise
+            new = not reads
+        if new:
             args = {"db": db, "id": id, "rev": rev, "body": text, "deleted": int(deleted), "at": now}
             with self._tx() as cur:
                 cur.execute(self.q.insert_doc, args)
@@ -856,6 +948,8 @@ class SQLStore:
         ``also``: writes made in the same transaction (the cursor's row first, then the documents' and the log)."""
         if also is not None:
             work = self._batch_begin(also.db, also.writes, also.actor)
+            if work.prepared:
+                self._judge_ahead(work)
             with self._tx() as cur:  # the writes with it need a durable commit
                 finished = self._finish_in(cur, batch, owner)
                 self._batch_write(cur, work)

@@ -209,3 +209,24 @@ def test_another_process_hears_a_batch_once_with_its_database_and_actor(make, ba
     assert got.wait(10), "the other store's batch did not wake this one"
     time.sleep(0.3)  # any further notification would have come by now
     assert heard == [Elsewhere("notes", "user:ana")]
+
+
+def test_a_write_that_moves_a_head_while_a_batch_waits_for_its_transaction_is_seen(make, monkeypatch):
+    """SQLite judges a batch before its transaction (``_judge_ahead``); a head that moved between that and the
+    transaction is judged again there: a stale ``if_rev`` is refused, a moved blind write counts from the new head."""
+    store = make()
+    a = store.put("notes", {"v": 1}, "a", actor="user:ana")
+    store.put("notes", {"v": 1}, "b", actor="user:ana")
+    judge = store._judge_ahead
+
+    def meanwhile(work):
+        judge(work)
+        store.put("notes", {"v": 2}, "a", actor="user:bob")  # another writer, after the judgment, before the transaction
+        store.put("notes", {"v": 2}, "b", actor="user:bob")
+
+    monkeypatch.setattr(store, "_judge_ahead", meanwhile)
+    out = store.put_many("notes", [Write({"v": 3}, "a", if_rev=a["_rev"]), Write({"v": 3}, "b")], actor="user:ana")
+    assert isinstance(out[0], Conflict) and "stale revision" in out[0].reason
+    assert out[1]["_rev"].startswith("3-"), "a blind write judged against the head before the other writer's"
+    assert store.get("notes", "a")["v"] == 2 and store.get("notes", "b")["v"] == 3
+    assert [h.doc["v"] for h in store.history("notes", "b")] == [1, 2, 3]
