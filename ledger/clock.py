@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Protocol
+
+from .errors import Invalid
 
 
 class Clock(Protocol):
@@ -50,3 +53,21 @@ class FakeClock:
 
 
 SYSTEM = SystemClock()
+
+
+_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_interval(text: str | float) -> float:
+    """``"5s"``, ``"30s"``, ``"1m"``, ``"250ms"`` (or seconds as a number) -> seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        match = _INTERVAL.match(str(text))
+        if not match:
+            raise Invalid(f"interval {text!r} is not valid: use a number with ms, s, m, h or d, like '30s' or '1m'")
+        seconds = float(match.group(1)) * _UNIT[match.group(2)]
+    if seconds <= 0:
+        raise Invalid(f"interval {text!r} must be positive")
+    return seconds

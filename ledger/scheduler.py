@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .actor import tick as tick_actor
-from .clock import Clock
+from .clock import Clock, parse_interval
 from .context import Context, Services, make_context
 from .errors import Invalid, LedgerError
 from .pause import tick_paused
@@ -25,23 +24,7 @@ from .store import Ledger, Store
 
 log = logging.getLogger(__name__)
 
-_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
-
-
-def parse_interval(text: str | float) -> float:
-    """``"5s"``, ``"30s"``, ``"1m"``, ``"250ms"`` (or seconds as a number) -> seconds."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        seconds = float(text)
-    else:
-        match = _INTERVAL.match(str(text))
-        if not match:
-            raise Invalid(f"interval {text!r} is not valid: use a number with ms, s, m, h or d, like '30s' or '1m'")
-        seconds = float(match.group(1)) * _UNIT[match.group(2)]
-    if seconds <= 0:
-        raise Invalid(f"interval {text!r} must be positive")
-    return seconds
 
 
 @dataclass(frozen=True)

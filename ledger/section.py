@@ -11,8 +11,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
+from .clock import parse_interval
 from .errors import LedgerError
-from .scheduler import parse_interval
 
 
 def _interval(value: Any) -> float:

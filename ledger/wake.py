@@ -68,7 +68,6 @@ import socket
 import stat
 import struct
 import sys
-import tempfile
 import threading
 import time
 
@@ -113,7 +112,12 @@ def wake_folder(db_path: str) -> str:
     if len(os.fsencode(beside)) + 1 + NAME_MAX <= ADDRESS_MAX:
         return beside
     digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
-    tmp = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()  # one place for every process, whatever TMPDIR says
+    if os.path.isdir("/tmp"):
+        tmp = "/tmp"
+    else:
+        import tempfile  # not at import: it costs a CLI's start ~4 ms
+
+        tmp = tempfile.gettempdir()  # one place for every process, whatever TMPDIR says
     return os.path.join(tmp, f"skyhub-wake-{os.getuid()}-{digest}")
 
 
