@@ -100,8 +100,11 @@ def check_done_exactly_once(store, ids):
 @pytest.mark.parametrize("jobs,workers", [(500, 4)])
 def test_four_processes_race_for_500_jobs(backend_url, tmp_path, jobs, workers, stores):
     store = stores(backend_url)
-    # separate cursor groups: every process sees every job and races for every claim
-    procs = start_workers(backend_url, tmp_path, workers, group=lambda i: f"racer{i}")
+    # separate cursor groups: every process sees every job and races for every claim. Each job's work
+    # takes 10 ms, so one process does at most 100 a second while the jobs come faster: the others
+    # always have claims to race for (with no-op work a process that ran hot, beside three that a
+    # loaded machine kept waiting, once took all 500 before they looked)
+    procs = start_workers(backend_url, tmp_path, workers, group=lambda i: f"racer{i}", work_ms=10)
     try:
         ids = [f"job{i:04d}" for i in range(jobs)]
         for job_id in ids:
