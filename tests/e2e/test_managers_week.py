@@ -155,8 +155,8 @@ def test_a_managers_week(bsky_network: Any, browser: Any, tmp_path: Path) -> Non
         assert {d.get("post") for d in by_time(hub.admin)} == {f"day-{n}" for n in range(1, 11) if n not in (4, 8)}
 
         # Tuesday: Ed writes one post for three networks, for tomorrow (New York), at a time of day 90 to 150 s
-        # ahead (the form takes whole minutes): the steps up to Maya's move, which must still find it in the
-        # future, take about 20 s; the test then waits for that time
+        # ahead (the form takes whole minutes): the margin for the steps up to Maya's move, which must still
+        # find it in the future; the test then waits for that time
         at = (datetime.now(NY) + timedelta(seconds=90 + 59)).replace(second=0, microsecond=0)
         day, planned = at.date(), at + timedelta(days=1)
         ed.goto(hub.url + "/console/publish/compose")
