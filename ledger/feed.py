@@ -38,7 +38,7 @@ from .guards import fresh
 from .keeper import Keeper, Lease
 from .machine import Edge, Machine
 from .move import Move
-from .store import MAX_BATCH, Batch, Change, Elsewhere, Ledger, Store, Write, Writes
+from .store import MAX_BATCH, Batch, Change, Elsewhere, Ledger, NextClaim, Store, Write, Writes
 
 if TYPE_CHECKING:
     from .wake import Lead
@@ -224,11 +224,12 @@ class Feed:
         # the group's lead among processes (ledger/wake.py), taken while hot; made now, as a file in the wake-up
         # folder: made later, it would move the folder's mtime, and senders would wake every process for a while
         lead: Lead | _NoLead | None = (self.store.lead(h.cursor) or _NoLead()) if skips else None
+        carried: Batch | None = None  # the next batch, claimed with the last one's finish
         try:
             while not self._stop.is_set():
                 wake.clear()  # before the claim: a commit from now on wakes the wait below
                 hot = skips and time.monotonic() < hot_until
-                if lead is not None:
+                if lead is not None and carried is None:
                     if not hot:
                         lead.release()  # it waits for wake-ups now: the others look for themselves
                     elif not lead.take() and lead.covered():
@@ -238,11 +239,13 @@ class Feed:
                         wake.wait(STANDBY_S)
                         hot_until = max(hot_until, time.monotonic() + HOT_S)
                         continue
-                self.store.waiting(runner, not hot)  # when waiting, other processes' commits wake this process
+                # when waiting, other processes' commits wake this process
+                self.store.waiting(runner, not hot and carried is None)
                 try:
                     if lead is not None:
                         lead.busy(True)
-                    more = self._step(h, woken, runner)
+                    batch, carried = carried, None
+                    more, carried = self._step_on(h, woken, runner, batch)
                 except _Abandoned:
                     return  # this thread's handler call ran past its time: another thread took over
                 except LedgerError as exc:
@@ -268,6 +271,15 @@ class Feed:
                     # wake-up while it was busy (store.waiting): look again (a read, when nothing
                     # came but its own writes), as a woken runner does
                     woken = more is False
+            if carried is not None:  # stopping with a batch in hand: it is delivered, and nothing more claimed
+                try:
+                    self._deliver_batch(h, carried)
+                except _Abandoned:
+                    return
+                except LedgerError as exc:
+                    log.warning("feed %s: %s", h.cursor, exc.reason)
+                except Exception:
+                    log.exception("feed %s: unexpected failure", h.cursor)
         finally:
             self.store.waiting(runner, False)
             if lead is not None:
@@ -294,22 +306,35 @@ class Feed:
         """One batch: None when there was none, else whether more may be waiting at once
         (a full batch, or a dead consumer's batch taken over). ``woken``: a commit woke the runner;
         ``runner``: the runner thread's name for ``store.waiting`` (busy while it delivers a batch)."""
-        skip = h.actor if h.skip_own else None
-        also = (lambda b: self._claim_writes(h, b)) if h.prepare is not None else None
-        batch = self.store.feed_claim(h.cursor, h.dbs, self.owner, self.lease_ms, self.batch_size, skip_actor=skip,
-                                      also=also, woken=woken)
+        return self._step_on(h, woken, runner, None, chain=False)[0]
+
+    def _step_on(
+        self, h: Handler, woken: bool, runner: str | None, batch: Batch | None, chain: bool = True,
+    ) -> tuple[bool | None, Batch | None]:
+        """``_step`` on ``batch`` (claimed with the last one's finish) or on a batch it claims; with ``chain``, the
+        finish also claims the next batch, returned second (True first: a batch in hand)."""
         if batch is None:
-            return None
+            skip = h.actor if h.skip_own else None
+            batch = self.store.feed_claim(h.cursor, h.dbs, self.owner, self.lease_ms, self.batch_size, skip_actor=skip,
+                                          also=self._claim_hook(h), woken=woken)
+        if batch is None:
+            return None, None
         if runner is not None:
             self.store.waiting(runner, False)  # it claims again when this batch is done
-        self._deliver_batch(h, batch)
-        return batch.taken or len(batch.changes) >= self.batch_size
+        nxt = self._deliver_batch(h, batch, chain=chain)
+        if nxt is not None:
+            return True, nxt
+        return batch.taken or len(batch.changes) >= self.batch_size, None
+
+    def _claim_hook(self, h: Handler) -> Callable[[Batch], Writes | None] | None:
+        return (lambda b: self._claim_writes(h, b)) if h.prepare is not None else None
 
     def _deliver_batch(self, h: Handler, batch: Batch, failed: tuple[int, str] | None = None,
-                       lease: Lease | None = None, prepared: Any = None) -> None:
+                       lease: Lease | None = None, prepared: Any = None, chain: bool = False) -> Batch | None:
         """Deliver ``batch`` from ``batch.pos`` on; ``failed``: (seq, error) of a call that
         already failed at ``batch.tries`` (a timed-out call, taken over by a new thread, with its ``lease``
-        and what the batch's prepare hook gave)."""
+        and what the batch's prepare hook gave). ``chain``: the finish claims the handler's next batch in
+        its transaction (unless the feed is stopping), returned here; a claim of its own saved."""
         if lease is None:
             lease = Lease(lambda: self.store.feed_renew(batch, self.owner, self.lease_ms), self.lease_ms, self.clock)
         work = _Work(prepared)
@@ -333,7 +358,7 @@ class Feed:
                         self.delivered += 1
                         break
                     if error == _LOST:
-                        return
+                        return None
                     tries += 1
                     log.warning(
                         "handler %s failed on %s/%s (try %d of %d): %s", h.name, change.db, change.id, tries, h.max_tries, error,
@@ -345,22 +370,28 @@ class Feed:
                         break
                     batch.pos, batch.tries = change.seq, tries
                     if not lease.renew():  # records the failed try with the batch
-                        return
+                        return None
                     if not self._wait(h.backoff * 2 ** (tries - 1), lease):
-                        return  # lost the lease: another consumer has the batch now
+                        return None  # lost the lease: another consumer has the batch now
                     if self._stop.is_set():
                         self.store.feed_renew(batch, self.owner, -1)  # hand it back at once
-                        return
+                        return None
             completed = True
         finally:
             # on every way out the calls that returned did their work: their later writes are made (the last
             # group with the batch's finish, in its transaction)
             flushed, last = self._flush(h, work, keep_last=completed)
-        if completed and flushed:
-            also = Writes(last[0], last[1], h.actor) if last is not None else None
-            self.store.feed_finish(batch, self.owner, also=also)
-            if also is not None:
-                self._refused(h, also.db, also.writes, also.outcomes)
+        if not (completed and flushed):
+            return None
+        also = Writes(last[0], last[1], h.actor) if last is not None else None
+        then = None
+        if chain and not self._stop.is_set():
+            then = NextClaim(h.cursor, h.dbs, self.owner, self.lease_ms, self.batch_size,
+                             skip_actor=h.actor if h.skip_own else None, also=self._claim_hook(h))
+        self.store.feed_finish(batch, self.owner, also=also, then=then)
+        if also is not None:
+            self._refused(h, also.db, also.writes, also.outcomes)
+        return then.batch if then is not None else None
 
     def _claim_writes(self, h: Handler, batch: Batch) -> Writes | None:
         """The prepare hook's writes for a batch being claimed (inside the claim's transaction)."""

@@ -45,7 +45,7 @@ from .heads import Heads
 from .machine import Reader, Rules
 from .schema import POSTGRES, POSTGRES_TEXTS, compile_queries
 from .sql import MAX_LIMIT, Admitted, Head, Prepared, SQLStore, redact_url
-from .store import Batch, Doc, Writes, Written
+from .store import Batch, Doc, NextClaim, Writes, Written
 
 log = logging.getLogger(__name__)
 
@@ -432,21 +432,46 @@ class PostgresStore(SQLStore):
             cur.execute(_RENEW, args)
             return bool(cur.fetchone()[0])
 
-    def feed_finish(self, batch: Batch, owner: str, *, also: Writes | None = None) -> bool:
+    def feed_finish(self, batch: Batch, owner: str, *, also: Writes | None = None, then: NextClaim | None = None) -> bool:
         """Drop a finished batch's lease and move the cursor, in one statement; with ``also``, its writes follow
-        in the same transaction, which then commits durably."""
+        in the same transaction, which then commits durably; with ``then``, the next batch's claim (one
+        statement, with its writes) too: one commit for the two."""
         args = {"handler": batch.handler, "after": batch.after, "owner": owner}
-        if also is None:
+        if then is not None:
+            then.batch = None
+        if also is None and then is None:
             with self._op() as cur:
                 cur.execute(_FINISH, args)
                 return bool(cur.fetchone()[0])
-        work = self._batch_begin(also.db, also.writes, also.actor)
+        work = self._batch_begin(also.db, also.writes, also.actor) if also is not None else None
+        nxt: Batch | None = None
+        made: Writes | None = None
+        nwork = None
         with self._tx() as cur:
+            # the cursor's row, then the next batch's claim, then every document's row, then the append lock
+            # (the order every transaction takes them in: none waits for a row holding the append lock)
             cur.execute(_FINISH, args)
             finished = bool(cur.fetchone()[0])
-            cur.execute("SET LOCAL synchronous_commit = on")
-            self._batch_write(cur, work)
-        also.outcomes = self._batch_end(work)
+            if then is not None and finished:
+                now = self._clock.now_ms()
+                cur.execute(_CLAIM, {
+                    "handler": then.handler, "dbs": list(dict.fromkeys(then.dbs)), "owner": then.owner, "now": now,
+                    "until": now + then.lease_ms, "n": then.n, "skip": then.skip_actor or "", "max": MAX_LIMIT,
+                })
+                nxt = self._claimed(then.handler, cur.fetchall())
+                made = then.also(nxt) if nxt is not None and then.also is not None else None
+                if made is not None:
+                    nwork = self._batch_begin(made.db, made.writes, made.actor)
+            if work is not None or nwork is not None:
+                cur.execute("SET LOCAL synchronous_commit = on")  # the functions set it off for their bookkeeping
+            self._chain_write(cur, work, nwork)
+        if also is not None and work is not None:
+            also.outcomes = self._batch_end(work)
+        if nxt is not None and made is not None and nwork is not None:
+            made.outcomes = self._batch_end(nwork)
+            nxt.made = made
+        if then is not None:
+            then.batch = nxt
         return finished
 
     def _translate(self, exc: psycopg.Error, op: _Op) -> LedgerError:

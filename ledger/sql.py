@@ -54,6 +54,7 @@ from .store import (
     HintedListener,
     Index,
     Listener,
+    NextClaim,
     Page,
     SearchPage,
     StatusCount,
@@ -436,6 +437,16 @@ class SQLStore:
     def _batch_write(self, cur: Any, work: _BatchWork) -> None:
         """The batch's part of a transaction (``put_many``'s own, or a feed operation's): heads locked, writes
         judged, documents written, changes appended."""
+        self._batch_rows(cur, work)
+        self._batch_append(cur, work)
+
+    def _batch_append(self, cur: Any, work: _BatchWork) -> None:
+        """The changes of a batch whose documents ``_batch_rows`` wrote. A transaction with several batches writes
+        every batch's rows before it appends (PostgreSQL: no row lock is waited for with the append lock held)."""
+        work.seqs = self._append_changes(cur, work.db, work.actor, work.done, work.now) if work.done else []
+
+    def _batch_rows(self, cur: Any, work: _BatchWork) -> None:
+        """Heads locked, writes judged, documents written (``work.done``)."""
         if not work.prepared:
             return
         ids = sorted({p[1] for p in work.prepared})
@@ -446,7 +457,6 @@ class SQLStore:
         else:
             heads = self._lock_heads(cur, work.db, ids)
             work.done = self._write_docs(cur, work.db, work.actor, work.prepared, heads, work.out, work.now)
-        work.seqs = self._append_changes(cur, work.db, work.actor, work.done, work.now) if work.done else []
 
     def _batch_end(self, work: _BatchWork) -> list[Written]:
         """After the commit: heads remembered, listeners told; the outcomes in the batch's order."""
@@ -943,20 +953,54 @@ class SQLStore:
             })
             return bool(cur.rowcount == 1)
 
-    def feed_finish(self, batch: Batch, owner: str, *, also: Writes | None = None) -> bool:
+    def feed_finish(self, batch: Batch, owner: str, *, also: Writes | None = None, then: NextClaim | None = None) -> bool:
         """Release the batch and move the handler's cursor as far as no batch in flight holds it; False if the lease was lost.
-        ``also``: writes made in the same transaction (the cursor's row first, then the documents' and the log)."""
+        ``also``: writes made in the same transaction (the cursor's row first, then the documents' and the log).
+        ``then``: the handler's next batch claimed in that transaction too (``then.batch``), with its own writes;
+        looked for first with reads alone, and not claimed where there is nothing (see ``feed_claim``)."""
+        now = self._clock.now_ms()
+        if then is not None:
+            then.batch = None
+            if self._idle(then.handler, then.dbs, now, then.skip_actor or ""):
+                then = None
+        if also is None and then is None:
+            with self._tx(bookkeeping=True) as cur:
+                return self._finish_in(cur, batch, owner)
+        work = None
         if also is not None:
             work = self._batch_begin(also.db, also.writes, also.actor)
             if work.prepared:
                 self._judge_ahead(work)
-            with self._tx() as cur:  # the writes with it need a durable commit
-                finished = self._finish_in(cur, batch, owner)
-                self._batch_write(cur, work)
+        durable = also is not None or (then is not None and then.also is not None)
+        nxt: Batch | None = None
+        made: Writes | None = None
+        nwork = None
+        with self._tx(bookkeeping=not durable) as cur:  # writes with it need a durable commit
+            finished = self._finish_in(cur, batch, owner)
+            if then is not None and finished:
+                nxt = self._claim_in(cur, then.handler, then.dbs, then.owner, then.lease_ms, then.n,
+                                     then.skip_actor or "", now)
+                made = then.also(nxt) if nxt is not None and then.also is not None else None
+                if made is not None:
+                    nwork = self._batch_begin(made.db, made.writes, made.actor)
+            self._chain_write(cur, work, nwork)
+        if also is not None and work is not None:
             also.outcomes = self._batch_end(work)
-            return finished
-        with self._tx(bookkeeping=True) as cur:
-            return self._finish_in(cur, batch, owner)
+        if nxt is not None and made is not None and nwork is not None:
+            made.outcomes = self._batch_end(nwork)
+            nxt.made = made
+        if then is not None:
+            then.batch = nxt
+        return finished
+
+    def _chain_write(self, cur: Any, *works: _BatchWork | None) -> None:
+        """A finish's writes and the next claim's, in one transaction: every document first, then the changes."""
+        for w in works:
+            if w is not None:
+                self._batch_rows(cur, w)
+        for w in works:
+            if w is not None:
+                self._batch_append(cur, w)
 
     def _finish_in(self, cur: Any, batch: Batch, owner: str) -> bool:
         h = {"handler": batch.handler}

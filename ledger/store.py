@@ -183,6 +183,21 @@ class Writes:
     outcomes: list[Written] = field(default_factory=list)
 
 
+@dataclass
+class NextClaim:
+    """The next batch to claim in a finishing batch's transaction (``feed_finish``'s ``then``): what
+    ``feed_claim`` takes. ``batch``: filled in by the store, None when there was nothing to claim."""
+
+    handler: str
+    dbs: Sequence[str]
+    owner: str
+    lease_ms: int
+    n: int = 10
+    skip_actor: str | None = None
+    also: Callable[[Batch], Writes | None] | None = None
+    batch: Batch | None = None
+
+
 @dataclass(frozen=True)
 class Write:
     """One write of a batch (``Documents.put_many``): what ``put`` takes, without the database and actor."""
@@ -323,9 +338,11 @@ class Coordination(Protocol):
     def feed_renew(self, batch: Batch, owner: str, lease_ms: int) -> bool:
         """Extend the batch's lease and record its progress; False if the lease was lost."""
 
-    def feed_finish(self, batch: Batch, owner: str, *, also: Writes | None = None) -> bool:
+    def feed_finish(self, batch: Batch, owner: str, *, also: Writes | None = None, then: NextClaim | None = None) -> bool:
         """Release the batch and move the handler's cursor; False if the lease was lost. ``also``: writes made
-        in the same transaction (their outcomes in ``also.outcomes``), whether the lease was still held or not."""
+        in the same transaction (their outcomes in ``also.outcomes``), whether the lease was still held or not.
+        ``then``: claim the handler's next batch in that transaction too, as ``feed_claim`` would (into
+        ``then.batch``; None when there is nothing, or the lease was lost): one commit where there would be two."""
 
     def feed_position(self, handler: str, dbs: Sequence[str] | None = None) -> FeedPosition:
         """Where the handler's cursor is, its batches in flight and the log's head."""

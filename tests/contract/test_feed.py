@@ -461,3 +461,83 @@ def wait_for(condition, seconds=10.0):
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.01)
+
+
+# ---- a finish that claims the next batch ---------------------------------------------
+def test_a_finish_claims_the_next_batch_in_its_transaction(store):
+    from ledger.store import NextClaim
+
+    put_notes(store, 5)
+    first = store.feed_claim("collect", ["notes"], "me", 30_000, 2)
+    assert [c.doc["i"] for c in first.changes] == [0, 1]
+    then = NextClaim("collect", ["notes"], "me", 30_000, 2)
+    assert store.feed_finish(first, "me", then=then) is True
+    assert [c.doc["i"] for c in then.batch.changes] == [2, 3]
+    position = store.feed_position("collect")
+    assert position.done == first.upto and position.claimed == then.batch.upto
+    assert [lease["after"] for lease in position.leases] == [first.upto]  # the next batch's lease alone
+    last = NextClaim("collect", ["notes"], "me", 30_000, 2)
+    store.feed_finish(then.batch, "me", then=last)
+    idle = NextClaim("collect", ["notes"], "me", 30_000, 2)
+    store.feed_finish(last.batch, "me", then=idle)
+    assert [c.doc["i"] for c in last.batch.changes] == [4] and idle.batch is None  # nothing left: nothing claimed
+    position = store.feed_position("collect")
+    assert position.done == position.claimed == last.batch.upto and position.leases == []
+
+
+def test_a_finish_whose_lease_was_lost_claims_nothing(store):
+    from ledger.store import NextClaim
+
+    put_notes(store, 4)
+    batch = store.feed_claim("collect", ["notes"], "me", 30_000, 2)
+    store.feed_renew(batch, "me", -1)  # expired: another consumer takes it over
+    taken = store.feed_claim("collect", ["notes"], "other", 30_000, 2)
+    assert taken.taken and taken.after == batch.after
+    then = NextClaim("collect", ["notes"], "me", 30_000, 2)
+    assert store.feed_finish(batch, "me", then=then) is False and then.batch is None
+    assert store.feed_position("collect").claimed == batch.upto  # the rest is still there for whoever finishes
+
+
+def test_a_feed_stopped_with_a_batch_claimed_by_a_finish_delivers_it_before_it_ends(store):
+    """A runner's finish claims the next batch (notes that came while it worked); a stop that comes right
+    then ends the runner only after that batch, delivered once: nothing left claimed, nothing redelivered."""
+    feed_ref = []
+    chained = threading.Event()
+
+    class StopAfterChain:
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+        def feed_finish(self, batch, owner, **kw):
+            done = self._inner.feed_finish(batch, owner, **kw)
+            then = kw.get("then")
+            if then is not None and then.batch is not None and not chained.is_set():
+                chained.set()
+                threading.Thread(target=feed_ref[0].stop, daemon=True).start()
+                assert feed_ref[0]._stop.wait(5)  # the stop has begun: the runner must still deliver the batch
+            return done
+
+    first = threading.Event()
+    seen = []
+
+    def handle(change, ctx):
+        if change.doc["i"] == 0 and not first.is_set():
+            put_notes(store, 3, start=1)  # arrive while the first batch is in hand
+            first.set()
+        seen.append(change.doc["i"])
+
+    handler = Handler("collect", ["notes"], handle)
+    feed = Feed(StopAfterChain(store), [handler], clock=SYSTEM)
+    feed_ref.append(feed)
+    put_notes(store, 1)
+    feed.start()
+    deadline = time.monotonic() + 10
+    while feed.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert chained.is_set() and not feed.running
+    assert seen == [0, 1, 2, 3]
+    position = store.feed_position("collect")
+    assert position.done == position.claimed == store.head_seq() and position.leases == []

@@ -71,9 +71,12 @@ def count_writes(store):
             calls["feed_claim", len(batch.made.writes) if batch.made else 0] += 1
         return batch
 
-    def finished(batch, owner, *, also=None):
+    def finished(batch, owner, *, also=None, then=None):
         calls["feed_finish", len(also.writes) if also else 0] += 1
-        return finish(batch, owner, also=also)
+        done = finish(batch, owner, also=also, then=then)
+        if then is not None and then.batch is not None:  # the next batch, claimed in the finish's transaction
+            calls["feed_claim", len(then.batch.made.writes) if then.batch.made else 0] += 1
+        return done
 
     store.put, store.put_many, store.feed_claim, store.feed_finish = one, many, claimed, finished
     return calls
