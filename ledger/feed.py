@@ -206,16 +206,10 @@ class Feed:
     def _run(self, h: Handler, resume: _Resume | None = None) -> None:
         wake = self._wakes[h.cursor]
         self._runner.inline = True
-        try:
-            if resume is not None:
-                self._deliver_batch(h, resume.batch, failed=(resume.seq, resume.error), lease=resume.lease,
-                                    prepared=resume.prepared)
-        except _Abandoned:
+        if resume is not None and not self._deliver_alone(
+            h, resume.batch, failed=(resume.seq, resume.error), lease=resume.lease, prepared=resume.prepared,
+        ):
             return
-        except LedgerError as exc:
-            log.warning("feed %s: %s", h.cursor, exc.reason)
-        except Exception:
-            log.exception("feed %s: unexpected failure", h.cursor)
         runner = f"{h.cursor}#{next(self._runners)}"  # said waiting before each claim, busy once it has a batch
         skips = self.store.skips_wakeups
         woken = False
@@ -272,18 +266,24 @@ class Feed:
                     # came but its own writes), as a woken runner does
                     woken = more is False
             if carried is not None:  # stopping with a batch in hand: it is delivered, and nothing more claimed
-                try:
-                    self._deliver_batch(h, carried)
-                except _Abandoned:
-                    return
-                except LedgerError as exc:
-                    log.warning("feed %s: %s", h.cursor, exc.reason)
-                except Exception:
-                    log.exception("feed %s: unexpected failure", h.cursor)
+                self._deliver_alone(h, carried)
         finally:
             self.store.waiting(runner, False)
             if lead is not None:
                 lead.close()
+
+    def _deliver_alone(self, h: Handler, batch: Batch, **options: Any) -> bool:
+        """``_deliver_batch`` outside the runner's loop, its failures logged; False when this thread's handler call
+        was abandoned (another runner took over)."""
+        try:
+            self._deliver_batch(h, batch, **options)
+        except _Abandoned:
+            return False
+        except LedgerError as exc:
+            log.warning("feed %s: %s", h.cursor, exc.reason)
+        except Exception:
+            log.exception("feed %s: unexpected failure", h.cursor)
+        return True
 
     def drain(self, max_batches: int = 10_000) -> int:
         """Deliver everything pending to every handler, in this thread. Returns batches run."""

@@ -465,13 +465,7 @@ class PostgresStore(SQLStore):
             if work is not None or nwork is not None:
                 cur.execute("SET LOCAL synchronous_commit = on")  # the functions set it off for their bookkeeping
             self._chain_write(cur, work, nwork)
-        if also is not None and work is not None:
-            also.outcomes = self._batch_end(work)
-        if nxt is not None and made is not None and nwork is not None:
-            made.outcomes = self._batch_end(nwork)
-            nxt.made = made
-        if then is not None:
-            then.batch = nxt
+        self._chain_end(also, work, then, nxt, made, nwork)
         return finished
 
     def _translate(self, exc: psycopg.Error, op: _Op) -> LedgerError:

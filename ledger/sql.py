@@ -984,6 +984,14 @@ class SQLStore:
                 if made is not None:
                     nwork = self._batch_begin(made.db, made.writes, made.actor)
             self._chain_write(cur, work, nwork)
+        self._chain_end(also, work, then, nxt, made, nwork)
+        return finished
+
+    def _chain_end(
+        self, also: Writes | None, work: _BatchWork | None, then: NextClaim | None, nxt: Batch | None,
+        made: Writes | None, nwork: _BatchWork | None,
+    ) -> None:
+        """After a finish's commit: its writes' outcomes, and the next batch (with its claim's writes) in ``then``."""
         if also is not None and work is not None:
             also.outcomes = self._batch_end(work)
         if nxt is not None and made is not None and nwork is not None:
@@ -991,7 +999,6 @@ class SQLStore:
             nxt.made = made
         if then is not None:
             then.batch = nxt
-        return finished
 
     def _chain_write(self, cur: Any, *works: _BatchWork | None) -> None:
         """A finish's writes and the next claim's, in one transaction: every document first, then the changes."""
