@@ -390,28 +390,29 @@ class PostgresStore(SQLStore):
         """Lease the next batch of ``handler``'s changes in one statement (see ``SQLStore.feed_claim``; the
         function returns at once, locking nothing, when there is nothing to claim). With ``also``, its writes
         follow in the same transaction, which then commits durably (the function's own commit need not)."""
-        now = self._clock.now_ms()
-        args = {
-            "handler": handler, "dbs": list(dict.fromkeys(dbs)), "owner": owner, "now": now, "until": now + lease_ms,
-            "n": batch, "skip": skip_actor or "", "max": MAX_LIMIT,
-        }
+        args = self._claim_args(handler, dbs, owner, lease_ms, batch, skip_actor)
         if also is None:
             with self._op() as cur:
                 cur.execute(_CLAIM, args)
                 return self._claimed(handler, cur.fetchall())
-        work = None
         with self._tx() as cur:
             cur.execute(_CLAIM, args)
             claimed = self._claimed(handler, cur.fetchall())
-            made = also(claimed) if claimed is not None else None
+            made = self._claim_writes(claimed, also)
             if made is not None:
                 cur.execute("SET LOCAL synchronous_commit = on")  # the function set it off for its bookkeeping
-                work = self._batch_begin(made.db, made.writes, made.actor)
-                self._batch_write(cur, work)
-        if claimed is not None and made is not None and work is not None:
-            made.outcomes = self._batch_end(work)
-            claimed.made = made
+                self._batch_write(cur, made[1])
+        self._claim_end(claimed, made)
         return claimed
+
+    def _claim_args(
+        self, handler: str, dbs: Sequence[str], owner: str, lease_ms: int, n: int, skip_actor: str | None,
+    ) -> dict[str, Any]:
+        now = self._clock.now_ms()
+        return {
+            "handler": handler, "dbs": list(dict.fromkeys(dbs)), "owner": owner, "now": now, "until": now + lease_ms,
+            "n": n, "skip": skip_actor or "", "max": MAX_LIMIT,
+        }
 
     def _claimed(self, handler: str, rows: list[Any]) -> Batch | None:
         if not rows:
@@ -445,27 +446,21 @@ class PostgresStore(SQLStore):
                 return bool(cur.fetchone()[0])
         work = self._batch_begin(also.db, also.writes, also.actor) if also is not None else None
         nxt: Batch | None = None
-        made: Writes | None = None
-        nwork = None
+        made = None
         with self._tx() as cur:
             # the cursor's row, then the next batch's claim, then every document's row, then the append lock
             # (the order every transaction takes them in: none waits for a row holding the append lock)
             cur.execute(_FINISH, args)
             finished = bool(cur.fetchone()[0])
             if then is not None and finished:
-                now = self._clock.now_ms()
-                cur.execute(_CLAIM, {
-                    "handler": then.handler, "dbs": list(dict.fromkeys(then.dbs)), "owner": then.owner, "now": now,
-                    "until": now + then.lease_ms, "n": then.n, "skip": then.skip_actor or "", "max": MAX_LIMIT,
-                })
+                cur.execute(_CLAIM, self._claim_args(then.handler, then.dbs, then.owner, then.lease_ms, then.n,
+                                                     then.skip_actor))
                 nxt = self._claimed(then.handler, cur.fetchall())
-                made = then.also(nxt) if nxt is not None and then.also is not None else None
-                if made is not None:
-                    nwork = self._batch_begin(made.db, made.writes, made.actor)
-            if work is not None or nwork is not None:
+                made = self._claim_writes(nxt, then.also)
+            if work is not None or made is not None:
                 cur.execute("SET LOCAL synchronous_commit = on")  # the functions set it off for their bookkeeping
-            self._chain_write(cur, work, nwork)
-        self._chain_end(also, work, then, nxt, made, nwork)
+            self._chain_write(cur, work, made[1] if made is not None else None)
+        self._chain_end(also, work, then, nxt, made)
         return finished
 
     def _translate(self, exc: psycopg.Error, op: _Op) -> LedgerError:

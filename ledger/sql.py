@@ -868,13 +868,10 @@ class SQLStore:
         if also is not None:
             with self._tx() as cur:  # the writes with it need a durable commit
                 claimed_batch = self._claim_in(cur, handler, dbs, owner, lease_ms, batch, skip, now)
-                made = also(claimed_batch) if claimed_batch is not None else None
-                work = self._batch_begin(made.db, made.writes, made.actor) if made is not None else None
-                if work is not None:
-                    self._batch_write(cur, work)
-            if claimed_batch is not None and made is not None and work is not None:
-                made.outcomes = self._batch_end(work)
-                claimed_batch.made = made
+                made = self._claim_writes(claimed_batch, also)
+                if made is not None:
+                    self._batch_write(cur, made[1])
+            self._claim_end(claimed_batch, made)
             return claimed_batch
         with self._tx(bookkeeping=True) as cur:
             return self._claim_in(cur, handler, dbs, owner, lease_ms, batch, skip, now)
@@ -973,30 +970,38 @@ class SQLStore:
                 self._judge_ahead(work)
         durable = also is not None or (then is not None and then.also is not None)
         nxt: Batch | None = None
-        made: Writes | None = None
-        nwork = None
+        made = None
         with self._tx(bookkeeping=not durable) as cur:  # writes with it need a durable commit
             finished = self._finish_in(cur, batch, owner)
             if then is not None and finished:
                 nxt = self._claim_in(cur, then.handler, then.dbs, then.owner, then.lease_ms, then.n,
                                      then.skip_actor or "", now)
-                made = then.also(nxt) if nxt is not None and then.also is not None else None
-                if made is not None:
-                    nwork = self._batch_begin(made.db, made.writes, made.actor)
-            self._chain_write(cur, work, nwork)
-        self._chain_end(also, work, then, nxt, made, nwork)
+                made = self._claim_writes(nxt, then.also)
+            self._chain_write(cur, work, made[1] if made is not None else None)
+        self._chain_end(also, work, then, nxt, made)
         return finished
+
+    def _claim_writes(
+        self, batch: Batch | None, also: Callable[[Batch], Writes | None] | None,
+    ) -> tuple[Writes, _BatchWork] | None:
+        """A claimed batch's own writes (``also(batch)``), prepared inside the claim's transaction."""
+        made = also(batch) if batch is not None and also is not None else None
+        return (made, self._batch_begin(made.db, made.writes, made.actor)) if made is not None else None
+
+    def _claim_end(self, batch: Batch | None, made: tuple[Writes, _BatchWork] | None) -> None:
+        """After the claim's commit: its writes' outcomes, on the batch (``batch.made``)."""
+        if batch is not None and made is not None:
+            made[0].outcomes = self._batch_end(made[1])
+            batch.made = made[0]
 
     def _chain_end(
         self, also: Writes | None, work: _BatchWork | None, then: NextClaim | None, nxt: Batch | None,
-        made: Writes | None, nwork: _BatchWork | None,
+        made: tuple[Writes, _BatchWork] | None,
     ) -> None:
         """After a finish's commit: its writes' outcomes, and the next batch (with its claim's writes) in ``then``."""
         if also is not None and work is not None:
             also.outcomes = self._batch_end(work)
-        if nxt is not None and made is not None and nwork is not None:
-            made.outcomes = self._batch_end(nwork)
-            nxt.made = made
+        self._claim_end(nxt, made)
         if then is not None:
             then.batch = nxt
 
